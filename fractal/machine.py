@@ -1,0 +1,290 @@
+"""Machine descriptions: a fractal machine is a tree whose levels are uniform, root to leaf.
+
+`levels[0]` is the root, `levels[-1]` the leaf level; every level but the leaf has a fan-out
+(children per node). `depth` counts the fan-out stages, so a machine has `depth + 1` levels and
+`prod(fanouts)` leaves. The leaf level also states its compute throughput per op class.
+
+Machine files are TOML, validated as a whole (every problem reported at once, each with its key
+path) and then built into frozen dataclasses. This module imports nothing else of ours but the
+error types, so every layer may use it.
+"""
+from __future__ import annotations
+
+import math
+import re
+import tomllib
+from dataclasses import dataclass, fields, replace
+from pathlib import Path
+
+from isa.errors import ErrorGroup, UserError, did_you_mean
+
+__all__ = ["Level", "Compute", "Machine", "load_machine", "machine_from_dict", "preset",
+           "PRESETS", "OP_CLASSES"]
+
+OP_CLASSES = ("mac", "elementwise", "compare")
+PRESET_DIR = Path(__file__).parent / "machines"
+PRESETS = ("tiny", "f1", "f100")
+
+
+@dataclass(frozen=True)
+class Compute:
+    """Leaf compute: ops per cycle and energy per op, per op class."""
+    mac_ops_per_cycle: float
+    elementwise_ops_per_cycle: float
+    compare_ops_per_cycle: float
+    mac_pj_per_op: float
+    elementwise_pj_per_op: float
+    compare_pj_per_op: float
+
+    def ops_per_cycle(self, op_class: str) -> float:
+        return getattr(self, f"{op_class}_ops_per_cycle")
+
+    def pj_per_op(self, op_class: str) -> float:
+        return getattr(self, f"{op_class}_pj_per_op")
+
+
+@dataclass(frozen=True)
+class Level:
+    """One level of the tree; every node of a level is alike."""
+    name: str
+    fanout: int                 # children per node; 0 on the leaf level
+    memory_bytes: int           # local memory capacity
+    memory_bandwidth: float     # bytes/cycle of the local memory port, shared by all children
+    link_bandwidth: float       # bytes/cycle of the link from this node to its parent
+    link_latency: int           # cycles per transfer on that link
+    decode_cycles: int          # controller overhead per instruction received
+    lfu_ops_per_cycle: float    # local functional unit (reductions) throughput
+    memory_pj_per_byte: float   # energy per byte read or written in local memory
+    link_pj_per_byte: float     # energy per byte over the link to the parent
+    static_watts: float         # static power of one node of this level
+    broadcast: bool = True      # the node can send one operand to all children at once
+
+
+@dataclass(frozen=True)
+class Machine:
+    name: str
+    frequency_hz: float
+    levels: tuple[Level, ...]
+    compute: Compute
+    description: str = ""
+
+    @property
+    def depth(self) -> int:
+        return len(self.levels) - 1
+
+    @property
+    def leaf(self) -> Level:
+        return self.levels[-1]
+
+    @property
+    def fanouts(self) -> tuple[int, ...]:
+        return tuple(lv.fanout for lv in self.levels[:-1])
+
+    def nodes_at(self, level: int) -> int:
+        """Number of nodes at a level (root = 0)."""
+        return math.prod(self.fanouts[:level])
+
+    @property
+    def leaves(self) -> int:
+        return self.nodes_at(self.depth)
+
+    @property
+    def peak_ops_per_cycle(self) -> float:
+        return self.leaves * max(self.compute.ops_per_cycle(c) for c in OP_CLASSES)
+
+    @property
+    def peak_ops_per_second(self) -> float:
+        return self.peak_ops_per_cycle * self.frequency_hz
+
+    @property
+    def static_watts(self) -> float:
+        return sum(lv.static_watts * self.nodes_at(i) for i, lv in enumerate(self.levels))
+
+    def rescaled(self, depth: int | None = None, fanout: int | tuple[int, ...] | None = None,
+                 ) -> "Machine":
+        """The same machine with `depth` fan-out stages and the given fan-out(s).
+
+        The root and leaf levels are kept; the levels in between are the template's middle levels,
+        the deepest one repeated (or the root's parameters when the template has none). `fanout`
+        is one number for every stage or a tuple with one per stage.
+        """
+        depth = self.depth if depth is None else depth
+        if depth < 1:
+            raise UserError(f"depth must be at least 1, got {depth}", "--depth")
+        middles = list(self.levels[1:-1]) or [self.levels[0]]
+        inner = [middles[min(i, len(middles) - 1)] for i in range(depth - 1)]
+        levels = [self.levels[0], *inner, self.levels[-1]]
+        if fanout is None:
+            fans = [lv.fanout for lv in levels[:-1]]
+        elif isinstance(fanout, int):
+            fans = [fanout] * depth
+        else:
+            fans = list(fanout)
+            if len(fans) != depth:
+                raise UserError(f"{len(fans)} fan-outs given for depth {depth}", "--fanout")
+        for f in fans:
+            if not isinstance(f, int) or isinstance(f, bool) or f < 1:
+                raise UserError(f"fan-out must be a positive integer, got {f}", "--fanout")
+        levels = [replace(lv, fanout=f) for lv, f in zip(levels, fans)] + [levels[-1]]
+        tag = "x".join(map(str, fans)) if len(set(fans)) > 1 else str(fans[0])
+        return replace(self, name=f"{self.name}-d{depth}f{tag}", levels=tuple(levels))
+
+    def summary(self) -> str:
+        lines = [f"{self.name}: {self.depth + 1} levels, {self.leaves} leaves, "
+                 f"{self.peak_ops_per_second / 1e12:.3g} Tops/s peak at "
+                 f"{self.frequency_hz / 1e9:.3g} GHz"]
+        for i, lv in enumerate(self.levels):
+            fan = f"fan-out {lv.fanout}" if lv.fanout else "leaf"
+            lines.append(f"  level {i} {lv.name:<8} x{self.nodes_at(i):<8} {fan:<12} "
+                         f"memory {_bytes(lv.memory_bytes)}")
+        return "\n".join(lines)
+
+
+def _bytes(n: float) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n:.4g} {unit}"
+        n /= 1024
+    raise AssertionError
+
+
+# ---------------------------------------------------------------- validation
+
+_INT, _NUM, _BOOL, _STR = "an integer", "a number", "true or false", "a string"
+# key: (kind, must be positive (True) or non-negative (False))
+_LEVEL_KEYS = {
+    "fanout": (_INT, True), "memory_bytes": (_INT, True), "memory_bandwidth": (_NUM, True),
+    "link_bandwidth": (_NUM, True), "link_latency": (_INT, False), "decode_cycles": (_INT, False),
+    "lfu_ops_per_cycle": (_NUM, True), "memory_pj_per_byte": (_NUM, False),
+    "link_pj_per_byte": (_NUM, False), "static_watts": (_NUM, False),
+}
+_LEVEL_OPTIONAL = {"name": _STR, "broadcast": _BOOL, "note": _STR, "compute": "a table"}
+_COMPUTE_KEYS = {f.name: (_NUM, not f.name.endswith("pj_per_op")) for f in fields(Compute)}
+_TOP_KEYS = {"name": _STR, "frequency_hz": _NUM, "description": _STR, "level": "an array of tables",
+             "note": _STR}
+
+
+def _kind_ok(v, kind) -> bool:
+    if kind == _INT:
+        return isinstance(v, int) and not isinstance(v, bool)
+    if kind == _NUM:
+        return isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+    if kind == _BOOL:
+        return isinstance(v, bool)
+    if kind == _STR:
+        return isinstance(v, str)
+    return True
+
+
+def _check_table(table: dict, required: dict, optional: dict, path: str, where, errors: list):
+    for key in table:
+        if key not in required and key not in optional:
+            errors.append(UserError(f"unknown key '{key}'", where(f"{path}{key}"),
+                                    hint=did_you_mean(key, [*required, *optional])))
+    for key, (kind, positive) in required.items():
+        if key not in table:
+            errors.append(UserError(f"missing key '{key}' ({kind})", where(f"{path}{key}")))
+            continue
+        v = table[key]
+        if not _kind_ok(v, kind):
+            errors.append(UserError(f"'{key}' must be {kind}, got {v!r}", where(f"{path}{key}")))
+        elif positive and v <= 0:
+            errors.append(UserError(f"'{key}' must be positive, got {v}", where(f"{path}{key}")))
+        elif not positive and v < 0:
+            errors.append(UserError(f"'{key}' must not be negative, got {v}", where(f"{path}{key}")))
+    for key, kind in optional.items():
+        if key in table and key != "compute" and not _kind_ok(table[key], kind):
+            errors.append(UserError(f"'{key}' must be {kind}, got {table[key]!r}",
+                                    where(f"{path}{key}")))
+
+
+def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
+    """Validate a parsed machine file as a whole and build the frozen machine."""
+    def where(key):
+        return f"{file}: {key}"
+    errors: list[UserError] = []
+    for key in data:
+        if key not in _TOP_KEYS:
+            errors.append(UserError(f"unknown key '{key}'", where(key),
+                                    hint=did_you_mean(key, _TOP_KEYS)))
+    for key in ("name", "frequency_hz"):
+        if key not in data:
+            errors.append(UserError(f"missing key '{key}' ({_TOP_KEYS[key]})", where(key)))
+    if "name" in data and not (isinstance(data["name"], str) and re.fullmatch(r"[\w.+-]+", data["name"])):
+        errors.append(UserError(f"'name' must be a word (letters, digits, . + - _), "
+                                f"got {data['name']!r}", where("name")))
+    freq = data.get("frequency_hz")
+    if freq is not None and (not _kind_ok(freq, _NUM) or freq <= 0):
+        errors.append(UserError(f"'frequency_hz' must be a positive number, got {freq!r}",
+                                where("frequency_hz")))
+    raw_levels = data.get("level")
+    if not isinstance(raw_levels, list) or len(raw_levels) < 2:
+        errors.append(UserError("a machine needs at least two [[level]] tables (a root and a leaf)",
+                                where("level")))
+        raw_levels = raw_levels if isinstance(raw_levels, list) else []
+    last = len(raw_levels) - 1
+    for i, lv in enumerate(raw_levels):
+        path = f"level[{i}]."
+        if not isinstance(lv, dict):
+            errors.append(UserError("each level must be a table", where(f"level[{i}]")))
+            continue
+        required = dict(_LEVEL_KEYS)
+        if i == last:
+            del required["fanout"]
+            if "fanout" in lv:
+                errors.append(UserError("the leaf level (the last) has no children: remove 'fanout'",
+                                        where(path + "fanout")))
+            if not isinstance(lv.get("compute"), dict):
+                errors.append(UserError("the leaf level needs a [level.compute] table",
+                                        where(path + "compute")))
+            else:
+                _check_table(lv["compute"], _COMPUTE_KEYS, {"note": _STR}, path + "compute.",
+                             where, errors)
+        elif "compute" in lv:
+            errors.append(UserError("only the leaf level (the last) computes: remove its "
+                                    "[level.compute] table", where(path + "compute")))
+        optional = {k: v for k, v in _LEVEL_OPTIONAL.items() if i == last or k != "compute"}
+        leaf_fanout = {"fanout": None} if i == last else {}
+        _check_table({k: v for k, v in lv.items() if k not in leaf_fanout}, required, optional,
+                      path, where, errors)
+    if errors:
+        raise errors[0] if len(errors) == 1 else ErrorGroup(errors)
+
+    levels = []
+    for i, lv in enumerate(raw_levels):
+        levels.append(Level(
+            name=lv.get("name", "leaf" if i == last else f"level{i}"),
+            fanout=0 if i == last else lv["fanout"],
+            broadcast=lv.get("broadcast", True),
+            **{k: lv[k] for k in _LEVEL_KEYS if k != "fanout"}))
+    compute = Compute(**{k: float(v) for k, v in raw_levels[-1]["compute"].items() if k != "note"})
+    return Machine(name=data["name"], frequency_hz=float(freq), levels=tuple(levels),
+                   compute=compute, description=data.get("description", ""))
+
+
+def load_machine(path: str | Path) -> Machine:
+    """Load and validate a machine file (TOML)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"machine file not found: {path}", "--machine") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"cannot read machine file {path}: {e}", "--machine") from None
+    try:
+        data = tomllib.loads(text)
+    except tomllib.TOMLDecodeError as e:
+        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
+        where = f"{path}:{m.group(1)}:{m.group(2)}" if m else str(path)
+        raise UserError(f"invalid TOML: {str(e).split(' (at')[0]}", where) from None
+    return machine_from_dict(data, str(path))
+
+
+def preset(name: str) -> Machine:
+    """A shipped machine by name, or a machine file by path."""
+    if name in PRESETS:
+        return load_machine(PRESET_DIR / f"{name}.toml")
+    if name.endswith(".toml") or "/" in name:
+        return load_machine(name)
+    raise UserError(f"unknown machine '{name}' (presets: {', '.join(PRESETS)}, or a .toml file)",
+                    "--machine", hint=did_you_mean(name, PRESETS))

@@ -1,0 +1,411 @@
+"""The closed table of core opcodes: operands, attributes, shape and dtype rules, op counts.
+
+Each entry's `rule` checks the operand types and attributes of one instruction and raises
+`RuleBroken` with a message that states what was found and which rule it breaks. `ops` counts
+arithmetic operations (a multiply-accumulate counts as two); `op_class` says which leaf compute
+unit runs it: "mac", "elementwise", "compare", or "move" (data movement, no arithmetic).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from typing import Callable
+
+from isa.program import TensorType
+
+__all__ = ["OpSpec", "AttrSpec", "RuleBroken", "OPCODES", "REQUIRED", "conv_out", "broadcast_shape",
+           "normalize_axis"]
+
+REQUIRED = object()
+
+
+class RuleBroken(Exception):
+    """A shape, dtype or attribute rule of an opcode is broken; `attr` names the attribute at fault."""
+
+    def __init__(self, message: str, attr: str | None = None, operand: int | None = None):
+        super().__init__(message)
+        self.message = message
+        self.attr = attr
+        self.operand = operand
+
+
+@dataclass(frozen=True)
+class AttrSpec:
+    kind: str                      # "int", "number", "ints"
+    default: object = REQUIRED
+
+    def accepts(self, v) -> bool:
+        if self.kind == "int":
+            return isinstance(v, int)
+        if self.kind == "number":
+            return isinstance(v, (int, float))
+        if self.kind == "ints":
+            return isinstance(v, tuple) and all(isinstance(x, int) for x in v)
+        raise AssertionError(self.kind)
+
+    def describe(self) -> str:
+        return {"int": "an integer", "number": "a number", "ints": "a tuple of integers"}[self.kind]
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    name: str
+    outputs: int
+    inputs: int | None                 # None: one or more (variadic)
+    rule: Callable
+    ops: Callable
+    op_class: str
+    attrs: dict[str, AttrSpec] = field(default_factory=dict)
+    summary: str = ""
+
+    def full_attrs(self, given: dict) -> dict:
+        """Given attributes with defaults filled in (assumes the instruction was checked)."""
+        out = {k: s.default for k, s in self.attrs.items() if s.default is not REQUIRED}
+        out.update(given)
+        return out
+
+
+# ---------------------------------------------------------------- shape helpers
+
+def _fmt(t: TensorType) -> str:
+    return str(t)
+
+
+def _same_dtype(types, what="operands"):
+    dtypes = {t.dtype for t in types}
+    if len(dtypes) > 1:
+        raise RuleBroken(f"{what} must share one dtype, found " + ", ".join(_fmt(t) for t in types))
+
+
+def _need_dtype(t: TensorType, allowed, role: str):
+    if t.dtype not in allowed:
+        raise RuleBroken(f"{role} must be {' or '.join(allowed)}, found {_fmt(t)}")
+
+
+def _need_rank(t: TensorType, rank: int, role: str, layout: str = ""):
+    if t.rank != rank:
+        lay = f" ({layout})" if layout else ""
+        raise RuleBroken(f"{role} must have rank {rank}{lay}, found {_fmt(t)}")
+
+
+def _expect_shape(out: TensorType, shape: tuple, rule: str):
+    if out.shape != tuple(shape):
+        raise RuleBroken(f"destination is {_fmt(out)} but {rule} gives "
+                         f"[{', '.join(map(str, shape))}]", operand=0)
+
+
+def normalize_axis(axis: int, rank: int) -> int:
+    if not -rank <= axis < rank:
+        raise RuleBroken(f"axis={axis} is out of range for rank {rank} (valid: {-rank}..{rank - 1})",
+                         attr="axis")
+    return axis % rank
+
+
+def broadcast_shape(a: tuple, b: tuple) -> tuple | None:
+    """numpy's broadcast of two shapes, or None when they do not broadcast."""
+    out = []
+    for i in range(1, max(len(a), len(b)) + 1):
+        x = a[-i] if i <= len(a) else 1
+        y = b[-i] if i <= len(b) else 1
+        if x != y and 1 not in (x, y):
+            return None
+        out.append(max(x, y) if 1 not in (x, y) else x * y)
+    return tuple(reversed(out))
+
+
+def conv_out(size: int, kernel: int, stride: int, pad: int) -> int:
+    """Output length of a window op along one spatial axis (floor mode)."""
+    return (size + 2 * pad - kernel) // stride + 1
+
+
+def _positive(attrs, *names):
+    for n in names:
+        if attrs[n] < 1:
+            raise RuleBroken(f"{n}={attrs[n]} must be at least 1", attr=n)
+
+
+def _nonnegative(attrs, *names):
+    for n in names:
+        if attrs[n] < 0:
+            raise RuleBroken(f"{n}={attrs[n]} must not be negative", attr=n)
+
+
+# ---------------------------------------------------------------- rules per opcode
+
+def _matmul(outs, ins, a):
+    c, (x, w) = outs[0], ins
+    for t, role in ((x, "A"), (w, "B"), (c, "C")):
+        _need_dtype(t, ("f32",), f"matmul {role}")
+        _need_rank(t, 2, f"matmul {role}")
+    if x.shape[1] != w.shape[0]:
+        raise RuleBroken(f"matmul needs A[M,K] and B[K,N] with equal K, found A {_fmt(x)} "
+                         f"and B {_fmt(w)}", operand=1)
+    _expect_shape(c, (x.shape[0], w.shape[1]), f"A {_fmt(x)} times B {_fmt(w)}")
+
+
+def _matmul_ops(outs, ins, a):
+    (m, k), n = ins[0].shape, ins[1].shape[1]
+    return 2 * m * n * k
+
+
+def _conv2d(outs, ins, a):
+    y, (x, w) = outs[0], ins
+    for t, role, lay in ((x, "X", "NCHW"), (w, "W", "OIHW"), (y, "Y", "NCHW")):
+        _need_dtype(t, ("f32",), f"conv2d {role}")
+        _need_rank(t, 4, f"conv2d {role}", lay)
+    _positive(a, "stride")
+    _nonnegative(a, "pad")
+    if x.shape[1] != w.shape[1]:
+        raise RuleBroken(f"conv2d input channels differ: X {_fmt(x)} has C={x.shape[1]}, "
+                         f"W {_fmt(w)} has I={w.shape[1]}", operand=2)
+    ho = conv_out(x.shape[2], w.shape[2], a["stride"], a["pad"])
+    wo = conv_out(x.shape[3], w.shape[3], a["stride"], a["pad"])
+    if ho < 1 or wo < 1:
+        raise RuleBroken(f"conv2d kernel {w.shape[2]}x{w.shape[3]} does not fit input "
+                         f"{x.shape[2]}x{x.shape[3]} with pad={a['pad']}", operand=2)
+    _expect_shape(y, (x.shape[0], w.shape[0], ho, wo),
+                  f"conv2d of X {_fmt(x)} with W {_fmt(w)}, stride={a['stride']}, pad={a['pad']}")
+
+
+def _conv2d_ops(outs, ins, a):
+    y, w = outs[0], ins[1]
+    return 2 * y.size * w.shape[1] * w.shape[2] * w.shape[3]
+
+
+def _pool(name):
+    def rule(outs, ins, a):
+        y, x = outs[0], ins[0]
+        for t, role in ((x, "X"), (y, "Y")):
+            _need_dtype(t, ("f32",), f"{name} {role}")
+            _need_rank(t, 4, f"{name} {role}", "NCHW")
+        _positive(a, "kernel", "stride")
+        _nonnegative(a, "pad")
+        if a["pad"] >= a["kernel"]:
+            raise RuleBroken(f"pad={a['pad']} must be smaller than kernel={a['kernel']}", attr="pad")
+        ho = conv_out(x.shape[2], a["kernel"], a["stride"], a["pad"])
+        wo = conv_out(x.shape[3], a["kernel"], a["stride"], a["pad"])
+        if ho < 1 or wo < 1:
+            raise RuleBroken(f"{name} window {a['kernel']} does not fit input "
+                             f"{x.shape[2]}x{x.shape[3]} with pad={a['pad']}", attr="kernel")
+        _expect_shape(y, (x.shape[0], x.shape[1], ho, wo),
+                      f"{name} of X {_fmt(x)} with kernel={a['kernel']}, stride={a['stride']}, "
+                      f"pad={a['pad']}")
+    return rule
+
+
+def _pool_ops(outs, ins, a):
+    return outs[0].size * a["kernel"] * a["kernel"]
+
+
+def _binary(name, dtypes):
+    def rule(outs, ins, a):
+        z, (x, y) = outs[0], ins
+        _same_dtype([z, x, y])
+        _need_dtype(x, dtypes, f"{name} operands")
+        shape = broadcast_shape(x.shape, y.shape)
+        if shape is None:
+            raise RuleBroken(f"{name} operands do not broadcast: {_fmt(x)} and {_fmt(y)} "
+                             f"(trailing dimensions must be equal or 1)", operand=2)
+        _expect_shape(z, shape, f"broadcasting {_fmt(x)} with {_fmt(y)}")
+    return rule
+
+
+def _unary(name, dtypes):
+    def rule(outs, ins, a):
+        y, x = outs[0], ins[0]
+        _same_dtype([y, x])
+        _need_dtype(x, dtypes, f"{name} operands")
+        _expect_shape(y, x.shape, f"{name} of {_fmt(x)}")
+    return rule
+
+
+def _out_size(outs, ins, a):
+    return outs[0].size
+
+
+def _in_size(outs, ins, a):
+    return ins[0].size
+
+
+def _lrn(outs, ins, a):
+    y, x = outs[0], ins[0]
+    for t, role in ((x, "X"), (y, "Y")):
+        _need_dtype(t, ("f32",), f"lrn {role}")
+        _need_rank(t, 4, f"lrn {role}", "NCHW")
+    _positive(a, "size")
+    _expect_shape(y, x.shape, f"lrn of {_fmt(x)}")
+
+
+def _lrn_ops(outs, ins, a):
+    return outs[0].size * (2 * a["size"] + 4)
+
+
+def _reduce(name, out_dtype=None, dtypes=("f32", "i32")):
+    def rule(outs, ins, a):
+        y, x = outs[0], ins[0]
+        _need_dtype(x, dtypes, f"{name} source")
+        if x.rank < 1:
+            raise RuleBroken(f"{name} needs a source of rank at least 1, found {_fmt(x)}", operand=1)
+        ax = normalize_axis(a["axis"], x.rank)
+        want = out_dtype or x.dtype
+        if y.dtype != want:
+            raise RuleBroken(f"{name} destination must be {want}, found {_fmt(y)}", operand=0)
+        _expect_shape(y, x.shape[:ax] + x.shape[ax + 1:], f"{name} of {_fmt(x)} over axis {a['axis']}")
+    return rule
+
+
+def _eucdist(outs, ins, a):
+    d, (x, c) = outs[0], ins
+    for t, role in ((x, "X"), (c, "C"), (d, "D")):
+        _need_dtype(t, ("f32",), f"eucdist {role}")
+        _need_rank(t, 2, f"eucdist {role}")
+    if x.shape[1] != c.shape[1]:
+        raise RuleBroken(f"eucdist needs X[M,K] and C[N,K] with equal K, found X {_fmt(x)} and "
+                         f"C {_fmt(c)}", operand=2)
+    _expect_shape(d, (x.shape[0], c.shape[0]), f"distances of X {_fmt(x)} to C {_fmt(c)}")
+
+
+def _eucdist_ops(outs, ins, a):
+    (m, k), n = ins[0].shape, ins[1].shape[0]
+    return 3 * m * n * k
+
+
+def _sort(outs, ins, a):
+    y, x = outs[0], ins[0]
+    if x.rank < 1:
+        raise RuleBroken(f"sort needs a source of rank at least 1, found {_fmt(x)}", operand=1)
+    _same_dtype([y, x])
+    _expect_shape(y, x.shape, f"sort of {_fmt(x)}")
+
+
+def sort_ops(rows: int, n: int) -> int:
+    """Compare-exchange count of a sort of `rows` runs of length n: n * ceil(log2 n) each."""
+    return rows * n * math.ceil(math.log2(n)) if n > 1 else 0
+
+
+def _sort_ops(outs, ins, a):
+    x = ins[0]
+    return sort_ops(x.size // x.shape[-1], x.shape[-1])
+
+
+def _count(outs, ins, a):
+    y, x = outs[0], ins[0]
+    if x.rank < 1:
+        raise RuleBroken(f"count needs a source of rank at least 1, found {_fmt(x)}", operand=1)
+    if y.dtype != "i32":
+        raise RuleBroken(f"count destination must be i32, found {_fmt(y)}", operand=0)
+    _expect_shape(y, x.shape[:-1], f"count over the last axis of {_fmt(x)}")
+
+
+def _transpose(outs, ins, a):
+    y, x = outs[0], ins[0]
+    _same_dtype([y, x])
+    perm = a["perm"]
+    if sorted(perm) != list(range(x.rank)):
+        raise RuleBroken(f"perm={perm} is not a permutation of the {x.rank} axes of {_fmt(x)}",
+                         attr="perm")
+    _expect_shape(y, tuple(x.shape[p] for p in perm), f"transpose of {_fmt(x)} by perm={perm}")
+
+
+def _copy(outs, ins, a):
+    y, x = outs[0], ins[0]
+    _same_dtype([y, x])
+    _expect_shape(y, x.shape, f"copy of {_fmt(x)}")
+
+
+def _reshape(outs, ins, a):
+    y, x = outs[0], ins[0]
+    _same_dtype([y, x])
+    if y.size != x.size:
+        raise RuleBroken(f"reshape keeps the element count: destination {_fmt(y)} has {y.size}, "
+                         f"source {_fmt(x)} has {x.size}", operand=0)
+
+
+def _slice(outs, ins, a):
+    y, x = outs[0], ins[0]
+    _same_dtype([y, x])
+    if y.rank != x.rank:
+        raise RuleBroken(f"slice keeps the rank: destination {_fmt(y)}, source {_fmt(x)}", operand=0)
+    ax = normalize_axis(a["axis"], x.rank)
+    _nonnegative(a, "start")
+    for i, (p, q) in enumerate(zip(y.shape, x.shape)):
+        if i != ax and p != q:
+            raise RuleBroken(f"slice along axis {ax} keeps the other axes: destination {_fmt(y)}, "
+                             f"source {_fmt(x)} differ on axis {i}", operand=0)
+    if a["start"] + y.shape[ax] > x.shape[ax]:
+        raise RuleBroken(f"slice start={a['start']} plus {y.shape[ax]} elements runs past the end "
+                         f"of axis {ax} of {_fmt(x)} (length {x.shape[ax]})", attr="start")
+
+
+def _concat(outs, ins, a):
+    y = outs[0]
+    _same_dtype([y, *ins])
+    for i, x in enumerate(ins):
+        if x.rank != y.rank:
+            raise RuleBroken(f"concat keeps the rank: destination {_fmt(y)}, source {_fmt(x)}",
+                             operand=i + 1)
+    ax = normalize_axis(a["axis"], y.rank)
+    total = 0
+    for i, x in enumerate(ins):
+        for d, (p, q) in enumerate(zip(y.shape, x.shape)):
+            if d != ax and p != q:
+                raise RuleBroken(f"concat along axis {ax} needs equal sizes on axis {d}: "
+                                 f"destination {_fmt(y)}, source {_fmt(x)}", operand=i + 1)
+        total += x.shape[ax]
+    if total != y.shape[ax]:
+        raise RuleBroken(f"concat sources add up to {total} along axis {ax}, destination {_fmt(y)} "
+                         f"has {y.shape[ax]}", operand=0)
+
+
+def _zero(outs, ins, a):
+    return 0
+
+
+# ---------------------------------------------------------------- the table
+
+_I, _N, _T = AttrSpec("int"), AttrSpec("number"), AttrSpec("ints")
+_window = {"kernel": _I, "stride": AttrSpec("int", 1), "pad": AttrSpec("int", 0)}
+_axis = {"axis": _I}
+
+OPCODES: dict[str, OpSpec] = {s.name: s for s in [
+    OpSpec("matmul", 1, 2, _matmul, _matmul_ops, "mac", {}, "C[M,N] = A[M,K] B[K,N]"),
+    OpSpec("conv2d", 1, 2, _conv2d, _conv2d_ops, "mac",
+           {"stride": AttrSpec("int", 1), "pad": AttrSpec("int", 0)},
+           "Y[N,O,Ho,Wo] = X[N,C,H,W] * W[O,C,kh,kw], zero padding"),
+    OpSpec("maxpool", 1, 1, _pool("maxpool"), _pool_ops, "compare", _window,
+           "max over kernel x kernel windows; padded cells never win"),
+    OpSpec("avgpool", 1, 1, _pool("avgpool"), _pool_ops, "elementwise", _window,
+           "mean over kernel x kernel windows; padded cells left out of the divisor"),
+    OpSpec("add", 1, 2, _binary("add", ("f32", "i32")), _out_size, "elementwise", {}, "Z = X + Y"),
+    OpSpec("sub", 1, 2, _binary("sub", ("f32", "i32")), _out_size, "elementwise", {}, "Z = X - Y"),
+    OpSpec("mul", 1, 2, _binary("mul", ("f32", "i32")), _out_size, "elementwise", {}, "Z = X * Y"),
+    OpSpec("div", 1, 2, _binary("div", ("f32",)), _out_size, "elementwise", {}, "Z = X / Y"),
+    OpSpec("relu", 1, 1, _unary("relu", ("f32", "i32")), _out_size, "elementwise", {}, "Y = max(X, 0)"),
+    OpSpec("sigmoid", 1, 1, _unary("sigmoid", ("f32",)), _out_size, "elementwise", {},
+           "Y = 1 / (1 + exp(-X))"),
+    OpSpec("tanh", 1, 1, _unary("tanh", ("f32",)), _out_size, "elementwise", {}, "Y = tanh(X)"),
+    OpSpec("exp", 1, 1, _unary("exp", ("f32",)), _out_size, "elementwise", {}, "Y = exp(X)"),
+    OpSpec("lrn", 1, 1, _lrn, _lrn_ops, "elementwise",
+           {"size": AttrSpec("int", 5), "alpha": AttrSpec("number", 0.0001),
+            "beta": AttrSpec("number", 0.75), "k": AttrSpec("number", 2.0)},
+           "local response normalization across channels (ONNX LRN)"),
+    OpSpec("reduce_sum", 1, 1, _reduce("reduce_sum"), _in_size, "elementwise", _axis,
+           "Y = sum of X over axis (axis removed)"),
+    OpSpec("reduce_max", 1, 1, _reduce("reduce_max"), _in_size, "compare", _axis,
+           "Y = max of X over axis (axis removed)"),
+    OpSpec("argmax", 1, 1, _reduce("argmax", "i32"), _in_size, "compare", _axis,
+           "Y (i32) = index of the first maximum over axis"),
+    OpSpec("argmin", 1, 1, _reduce("argmin", "i32"), _in_size, "compare", _axis,
+           "Y (i32) = index of the first minimum over axis"),
+    OpSpec("eucdist", 1, 2, _eucdist, _eucdist_ops, "mac", {},
+           "D[m,n] = sum_k (X[m,k] - C[n,k])^2"),
+    OpSpec("sort", 1, 1, _sort, _sort_ops, "compare", {}, "Y = X sorted ascending along the last axis"),
+    OpSpec("count", 1, 1, _count, _in_size, "compare", {"value": _N},
+           "Y (i32) = number of elements equal to value along the last axis"),
+    OpSpec("transpose", 1, 1, _transpose, _zero, "move", {"perm": _T}, "Y = X with axes permuted"),
+    OpSpec("copy", 1, 1, _copy, _zero, "move", {}, "Y = X"),
+    OpSpec("reshape", 1, 1, _reshape, _zero, "move", {}, "Y = X in a new shape, row-major order"),
+    OpSpec("slice", 1, 1, _slice, _zero, "move", {"axis": _I, "start": AttrSpec("int", 0)},
+           "Y = X[start : start + len(Y)] along axis"),
+    OpSpec("concat", 1, None, _concat, _zero, "move", _axis, "Y = X1, X2, ... joined along axis"),
+]}

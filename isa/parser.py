@@ -1,0 +1,176 @@
+"""Program text -> frozen Program.
+
+The grammar lives in `fractal.lark` and is parsed with lark's LALR parser with positions kept.
+A syntax error stops the parse with one located error (line, column, caret, what was expected);
+problems the grammar lets through (unknown dtype or role, zero dimensions, an operand written
+after an attribute, a repeated attribute) are collected, so that `load_program` can report them
+together with the checker's.
+"""
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from lark import Lark, Token, Transformer, v_args
+from lark.exceptions import UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken, VisitError
+
+from isa.errors import ErrorGroup, SourceLocation, UserError, did_you_mean
+from isa.program import DTYPES, ROLES, Instruction, Program, TensorDecl, TensorType
+
+__all__ = ["parse", "parse_collect", "read_source"]
+
+_TERMINAL_NAMES = {
+    "NAME": "a name", "INT": "an integer", "SIGNED_INT": "an integer", "SIGNED_FLOAT": "a number",
+    "COMMA": "','", "COLON": "':'", "LSQB": "'['", "RSQB": "']'", "LPAR": "'('", "RPAR": "')'",
+    "EQUAL": "'='", "TENSOR": "'tensor'", "_NL": "end of line", "$END": "end of file",
+}
+
+
+@lru_cache(maxsize=1)
+def _lark() -> Lark:
+    grammar = (Path(__file__).parent / "fractal.lark").read_text()
+    return Lark(grammar, parser="lalr", propagate_positions=True, maybe_placeholders=True)
+
+
+class _Builder(Transformer):
+    """Builds typed objects from the parse tree; collects the problems it finds."""
+
+    def __init__(self, file: str, lines: list[str]):
+        super().__init__()
+        self.file = file
+        self.lines = lines
+        self.errors: list[UserError] = []
+
+    def loc(self, tok) -> SourceLocation:
+        return SourceLocation(self.file, tok.line, tok.column)
+
+    def error(self, message: str, tok, hint: str | None = None):
+        line = self.lines[tok.line - 1] if 0 < tok.line <= len(self.lines) else None
+        self.errors.append(UserError(message, self.loc(tok), line, hint))
+
+    # values
+    def int_value(self, c):
+        return int(c[0])
+
+    def float_value(self, c):
+        return float(c[0])
+
+    def name_value(self, c):
+        return str(c[0])
+
+    def tuple_value(self, c):
+        return tuple(x for x in c if x is not None)
+
+    def dims(self, c):
+        return list(c)
+
+    def operand(self, c):
+        return ("operand", c[0], None)
+
+    def attr(self, c):
+        return ("attr", c[0], c[1])
+
+    def decl(self, c):
+        name, dtype, dims, role = c
+        if str(dtype) not in DTYPES:
+            self.error(f"unknown dtype '{dtype}' (known: {', '.join(DTYPES)})", dtype,
+                       did_you_mean(str(dtype), DTYPES))
+        for d in dims or []:
+            if int(d) < 1:
+                self.error(f"dimension {int(d)} of tensor '{name}' must be at least 1", d)
+        if role is not None and str(role) not in ROLES:
+            self.error(f"unknown role '{role}' (known: {', '.join(ROLES)}, or none for an "
+                       f"internal tensor)", role, did_you_mean(str(role), ROLES))
+        ttype = TensorType(str(dtype) if str(dtype) in DTYPES else "f32",
+                           tuple(int(d) for d in dims or []))
+        return TensorDecl(str(name), ttype, str(role) if role is not None and str(role) in ROLES
+                          else None, self.loc(name))
+
+    def instr(self, c):
+        opcode, args = c[0], [a for a in c[1:] if a is not None]
+        operands, olocs, attrs, alocs, seen = [], [], [], [], set()
+        for kind, tok, value in args:
+            if kind == "operand":
+                if attrs:
+                    self.error(f"operand '{tok}' follows an attribute: write operands first, "
+                               f"then key=value attributes", tok)
+                    continue
+                operands.append(str(tok))
+                olocs.append(self.loc(tok))
+            else:
+                if str(tok) in seen:
+                    self.error(f"attribute '{tok}' is given twice", tok)
+                    continue
+                seen.add(str(tok))
+                attrs.append((str(tok), value))
+                alocs.append(self.loc(tok))
+        return Instruction(str(opcode), tuple(operands), tuple(attrs), self.loc(opcode),
+                           tuple(olocs), tuple(alocs))
+
+    def start(self, c):
+        return [x for x in c if x is not None]
+
+
+def _syntax_error(e: UnexpectedInput, file: str, lines: list[str]) -> UserError:
+    line, col = max(e.line, 1), max(e.column, 1)
+    if isinstance(e, UnexpectedToken) and e.token.type == "$END":
+        line, col = len(lines) or 1, len(lines[-1]) + 1 if lines else 1
+    where = SourceLocation(file, line, col)
+    src = lines[line - 1] if 0 < line <= len(lines) else ""
+    if isinstance(e, UnexpectedCharacters):
+        ch = src[col - 1] if col - 1 < len(src) else "?"
+        msg = f"unexpected character {ch!r}"
+    elif isinstance(e, UnexpectedToken):
+        tok = e.token
+        found = "end of line" if tok.type == "_NL" else (
+            "end of file" if tok.type == "$END" else f"'{tok}'")
+        expected = sorted({_TERMINAL_NAMES.get(t, t) for t in e.expected})
+        msg = f"unexpected {found}, expected {' or '.join(expected)}"
+    elif isinstance(e, UnexpectedEOF):
+        msg = "unexpected end of file"
+    else:  # pragma: no cover - lark has no other kinds
+        msg = "syntax error"
+    return UserError(msg, where, src)
+
+
+def parse_collect(text: str, file: str = "<program>") -> tuple[Program, list[UserError]]:
+    """Parse program text; return the program and the non-syntax problems found on the way.
+
+    A syntax error raises a UserError at once (the rest of the file cannot be trusted).
+    """
+    lines = text.splitlines()
+    try:
+        tree = _lark().parse(text)
+    except UnexpectedInput as e:
+        raise _syntax_error(e, file, lines) from None
+    builder = _Builder(file, lines)
+    try:
+        items = builder.transform(tree)
+    except VisitError as e:  # a bug of ours inside a callback: re-raise the original
+        raise e.orig_exc from None
+    tensors = tuple(x for x in items if isinstance(x, TensorDecl))
+    instrs = tuple(x for x in items if isinstance(x, Instruction))
+    return Program(tensors, instrs, file, text), builder.errors
+
+
+def parse(text: str, file: str = "<program>") -> Program:
+    """Parse program text into a Program; any problem raises a UserError (or ErrorGroup)."""
+    program, errors = parse_collect(text, file)
+    if errors:
+        raise errors[0] if len(errors) == 1 else ErrorGroup(errors)
+    return program
+
+
+def read_source(path: str | Path) -> str:
+    """Read a program file, turning I/O and encoding problems into located user errors."""
+    path = Path(path)
+    try:
+        return path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UserError(f"no such file: {path}", str(path)) from None
+    except IsADirectoryError:
+        raise UserError(f"is a directory, not a program file: {path}", str(path)) from None
+    except UnicodeDecodeError as e:
+        raise UserError(f"not UTF-8 text (byte {e.start}): {path}", str(path)) from None
+    except OSError as e:
+        raise UserError(f"cannot read {path}: {e.strerror}", str(path)) from None
