@@ -223,13 +223,17 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
                                 where("level")))
         raw_levels = raw_levels if isinstance(raw_levels, list) else []
     last = len(raw_levels) - 1
+    shaped = len(raw_levels) >= 2       # with one level, root or leaf is unknown
     for i, lv in enumerate(raw_levels):
         path = f"level[{i}]."
         if not isinstance(lv, dict):
             errors.append(UserError("each level must be a table", where(f"level[{i}]")))
             continue
         required = dict(_LEVEL_KEYS)
-        if i == last:
+        if not shaped:                  # already reported above: check the common keys only
+            del required["fanout"]
+            lv = {k: v for k, v in lv.items() if k not in ("fanout", "compute")}
+        elif i == last:
             del required["fanout"]
             if "fanout" in lv:
                 errors.append(UserError("the leaf level (the last) has no children: remove 'fanout'",
@@ -243,10 +247,9 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
         elif "compute" in lv:
             errors.append(UserError("only the leaf level (the last) computes: remove its "
                                     "[level.compute] table", where(path + "compute")))
-        optional = {k: v for k, v in _LEVEL_OPTIONAL.items() if i == last or k != "compute"}
         leaf_fanout = {"fanout": None} if i == last else {}
-        _check_table({k: v for k, v in lv.items() if k not in leaf_fanout}, required, optional,
-                      path, where, errors)
+        _check_table({k: v for k, v in lv.items() if k not in leaf_fanout}, required,
+                     _LEVEL_OPTIONAL, path, where, errors)
     if errors:
         raise errors[0] if len(errors) == 1 else ErrorGroup(errors)
 

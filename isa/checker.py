@@ -78,7 +78,8 @@ class _Checker:
         for i, name in enumerate(dsts):
             role = declared[name].role
             if role in ("input", "param"):
-                self.error(f"'{name}' is an {role}, which instructions may not write",
+                self.error(f"'{name}' is {'an' if role == 'input' else 'a'} {role}, which "
+                           f"instructions may not write",
                            ins.operand_loc(i))
         written.update(dsts)
         if not attrs_ok:

@@ -14,6 +14,7 @@ from typing import Callable
 from isa.program import TensorType
 
 __all__ = ["OpSpec", "AttrSpec", "RuleBroken", "OPCODES", "REQUIRED", "conv_out", "broadcast_shape",
+           "instruction_ops", "program_ops", "sort_ops", "pads",
            "normalize_axis"]
 
 REQUIRED = object()
@@ -31,7 +32,7 @@ class RuleBroken(Exception):
 
 @dataclass(frozen=True)
 class AttrSpec:
-    kind: str                      # "int", "number", "ints"
+    kind: str                      # "int", "number", "ints", "pad"
     default: object = REQUIRED
 
     def accepts(self, v) -> bool:
@@ -41,10 +42,14 @@ class AttrSpec:
             return isinstance(v, (int, float))
         if self.kind == "ints":
             return isinstance(v, tuple) and all(isinstance(x, int) for x in v)
+        if self.kind == "pad":
+            return isinstance(v, int) or (isinstance(v, tuple) and len(v) == 4
+                                          and all(isinstance(x, int) for x in v))
         raise AssertionError(self.kind)
 
     def describe(self) -> str:
-        return {"int": "an integer", "number": "a number", "ints": "a tuple of integers"}[self.kind]
+        return {"int": "an integer", "number": "a number", "ints": "a tuple of integers",
+                "pad": "an integer or a tuple (top, left, bottom, right)"}[self.kind]
 
 
 @dataclass(frozen=True)
@@ -113,9 +118,29 @@ def broadcast_shape(a: tuple, b: tuple) -> tuple | None:
     return tuple(reversed(out))
 
 
-def conv_out(size: int, kernel: int, stride: int, pad: int) -> int:
+def conv_out(size: int, kernel: int, stride: int, pad_lo: int, pad_hi: int | None = None) -> int:
     """Output length of a window op along one spatial axis (floor mode)."""
-    return (size + 2 * pad - kernel) // stride + 1
+    pad_hi = pad_lo if pad_hi is None else pad_hi
+    return (size + pad_lo + pad_hi - kernel) // stride + 1
+
+
+def pads(attrs: dict) -> tuple[int, int, int, int]:
+    """The `pad` attribute as (top, left, bottom, right); an integer pads all four sides."""
+    p = attrs["pad"]
+    return (p, p, p, p) if isinstance(p, int) else tuple(p)
+
+
+def _check_pad(a, kernel=None):
+    for v in pads(a):
+        if v < 0:
+            raise RuleBroken(f"pad={a['pad']} must not be negative", attr="pad")
+        if kernel is not None and v >= kernel:
+            raise RuleBroken(f"pad={a['pad']} must be smaller than kernel={kernel}", attr="pad")
+
+
+def _window_out(x: TensorType, kh: int, kw: int, a) -> tuple[int, int]:
+    t, l, b, r = pads(a)
+    return conv_out(x.shape[2], kh, a["stride"], t, b), conv_out(x.shape[3], kw, a["stride"], l, r)
 
 
 def _positive(attrs, *names):
@@ -154,12 +179,11 @@ def _conv2d(outs, ins, a):
         _need_dtype(t, ("f32",), f"conv2d {role}")
         _need_rank(t, 4, f"conv2d {role}", lay)
     _positive(a, "stride")
-    _nonnegative(a, "pad")
+    _check_pad(a)
     if x.shape[1] != w.shape[1]:
         raise RuleBroken(f"conv2d input channels differ: X {_fmt(x)} has C={x.shape[1]}, "
                          f"W {_fmt(w)} has I={w.shape[1]}", operand=2)
-    ho = conv_out(x.shape[2], w.shape[2], a["stride"], a["pad"])
-    wo = conv_out(x.shape[3], w.shape[3], a["stride"], a["pad"])
+    ho, wo = _window_out(x, w.shape[2], w.shape[3], a)
     if ho < 1 or wo < 1:
         raise RuleBroken(f"conv2d kernel {w.shape[2]}x{w.shape[3]} does not fit input "
                          f"{x.shape[2]}x{x.shape[3]} with pad={a['pad']}", operand=2)
@@ -179,11 +203,8 @@ def _pool(name):
             _need_dtype(t, ("f32",), f"{name} {role}")
             _need_rank(t, 4, f"{name} {role}", "NCHW")
         _positive(a, "kernel", "stride")
-        _nonnegative(a, "pad")
-        if a["pad"] >= a["kernel"]:
-            raise RuleBroken(f"pad={a['pad']} must be smaller than kernel={a['kernel']}", attr="pad")
-        ho = conv_out(x.shape[2], a["kernel"], a["stride"], a["pad"])
-        wo = conv_out(x.shape[3], a["kernel"], a["stride"], a["pad"])
+        _check_pad(a, a["kernel"])
+        ho, wo = _window_out(x, a["kernel"], a["kernel"], a)
         if ho < 1 or wo < 1:
             raise RuleBroken(f"{name} window {a['kernel']} does not fit input "
                              f"{x.shape[2]}x{x.shape[3]} with pad={a['pad']}", attr="kernel")
@@ -364,13 +385,14 @@ def _zero(outs, ins, a):
 # ---------------------------------------------------------------- the table
 
 _I, _N, _T = AttrSpec("int"), AttrSpec("number"), AttrSpec("ints")
-_window = {"kernel": _I, "stride": AttrSpec("int", 1), "pad": AttrSpec("int", 0)}
+_PAD = AttrSpec("pad", 0)
+_window = {"kernel": _I, "stride": AttrSpec("int", 1), "pad": _PAD}
 _axis = {"axis": _I}
 
 OPCODES: dict[str, OpSpec] = {s.name: s for s in [
     OpSpec("matmul", 1, 2, _matmul, _matmul_ops, "mac", {}, "C[M,N] = A[M,K] B[K,N]"),
     OpSpec("conv2d", 1, 2, _conv2d, _conv2d_ops, "mac",
-           {"stride": AttrSpec("int", 1), "pad": AttrSpec("int", 0)},
+           {"stride": AttrSpec("int", 1), "pad": _PAD},
            "Y[N,O,Ho,Wo] = X[N,C,H,W] * W[O,C,kh,kw], zero padding"),
     OpSpec("maxpool", 1, 1, _pool("maxpool"), _pool_ops, "compare", _window,
            "max over kernel x kernel windows; padded cells never win"),
@@ -409,3 +431,16 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in [
            "Y = X[start : start + len(Y)] along axis"),
     OpSpec("concat", 1, None, _concat, _zero, "move", _axis, "Y = X1, X2, ... joined along axis"),
 ]}
+
+
+def instruction_ops(ins, types: dict, opcodes: dict = OPCODES) -> int:
+    """Arithmetic ops of one checked instruction (a multiply-accumulate counts as two)."""
+    spec = opcodes[ins.opcode]
+    ts = [types[n] for n in ins.operands]
+    return int(spec.ops(ts[:spec.outputs], ts[spec.outputs:], spec.full_attrs(ins.attr)))
+
+
+def program_ops(program, opcodes: dict = OPCODES) -> int:
+    """Arithmetic ops of a whole checked program."""
+    types = program.types
+    return sum(instruction_ops(i, types, opcodes) for i in program.instructions)

@@ -94,7 +94,6 @@ class _Builder(Transformer):
                 if attrs:
                     self.error(f"operand '{tok}' follows an attribute: write operands first, "
                                f"then key=value attributes", tok)
-                    continue
                 operands.append(str(tok))
                 olocs.append(self.loc(tok))
             else:

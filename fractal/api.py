@@ -1,0 +1,77 @@
+"""The script API: load programs and machines, run them. The CLI is a thin layer over this."""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from isa.checker import load_program as _load_program, parse_program
+from isa.errors import UserError
+from isa.opcodes import program_ops
+from isa.program import Program
+from isa import reference as _ref
+from fractal.machine import Machine, preset
+
+__all__ = ["load_program", "machine", "reference", "ReferenceResult"]
+
+
+def load_program(source: str | Path | Program) -> Program:
+    """A checked program from a file path, from program text (a string with a newline), or as is."""
+    if isinstance(source, Program):
+        return source
+    if isinstance(source, str) and "\n" in source:
+        return parse_program(source, "<string>")
+    return _load_program(source)
+
+
+def machine(name: str | Machine = "f1", depth: int | None = None,
+            fanout: int | tuple[int, ...] | None = None) -> Machine:
+    """A preset or machine file, optionally re-scaled to `depth` fan-out stages of `fanout`."""
+    m = name if isinstance(name, Machine) else preset(name)
+    if depth is not None or fanout is not None:
+        m = m.rescaled(depth=depth, fanout=fanout)
+    return m
+
+
+@dataclass
+class ReferenceResult:
+    program: Program
+    outputs: dict[str, np.ndarray]
+    ops: int
+    wall_seconds: float
+    seed: int
+    inputs_from: dict[str, str] = field(default_factory=dict)
+
+    def to_json(self) -> dict:
+        outs = {}
+        for name, v in self.outputs.items():
+            t = self.program.tensor(name).type
+            stats = {"shape": list(t.shape), "dtype": t.dtype}
+            if v.size:
+                stats.update(min=float(v.min()), max=float(v.max()), mean=float(v.mean(dtype=np.float64)))
+            outs[name] = stats
+        return {"program": self.program.file, "mode": "reference", "seed": self.seed,
+                "instructions": len(self.program.instructions), "ops": self.ops,
+                "outputs": outs}
+
+
+def reference(program: str | Path | Program, inputs: list[str] | dict | None = None,
+              inputs_npz: str | None = None, seed: int = 0) -> ReferenceResult:
+    """Run a program on the numpy reference interpreter.
+
+    `inputs` is a list of "NAME=path.npy" specs (as on the command line) or a dict of arrays;
+    tensors not given come from a generator seeded with `seed`.
+    """
+    program = load_program(program)
+    if isinstance(inputs, dict):
+        feeds = _ref.load_feeds(program, [], inputs_npz, seed)
+        for name, value in inputs.items():
+            feeds[name] = _ref.conform_feed(program, name, np.asarray(value), f"inputs['{name}']",
+                                            "the array given")
+    else:
+        feeds = _ref.load_feeds(program, list(inputs or []), inputs_npz, seed)
+    start = time.perf_counter()
+    outputs = _ref.run_reference(program, feeds)
+    return ReferenceResult(program, outputs, program_ops(program), time.perf_counter() - start, seed)

@@ -1,0 +1,182 @@
+"""The `fractal` command: a thin layer over `fractal.api`.
+
+Exit status: 0 success, 2 invalid input of any kind (program, machine file, arguments, data
+files; `fractal check` finding a problem), 3 an internal error. No traceback
+reaches the user unless FRACTAL_DEBUG=1 is set.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import traceback
+
+from isa.errors import FractalError, InternalError, UserError
+
+EXIT_OK, EXIT_USAGE, EXIT_INTERNAL = 0, 2, 3
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse whose usage errors are UserErrors (status 2, no traceback, the argument named)."""
+
+    def error(self, message):
+        raise UserError(f"{message}\n{self.format_usage().rstrip()}", self.prog)
+
+
+def _int_list(text: str) -> int | tuple[int, ...]:
+    try:
+        vals = tuple(int(x) for x in text.split(","))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer or a comma-separated list, got {text!r}")
+    if any(v < 1 for v in vals):
+        raise argparse.ArgumentTypeError(f"fan-outs must be at least 1, got {text!r}")
+    return vals[0] if len(vals) == 1 else vals
+
+
+def _positive_int(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    if v < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {v}")
+    return v
+
+
+def _seed(text: str) -> int:
+    try:
+        v = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected an integer, got {text!r}")
+    if not 0 <= v < 2**63:
+        raise argparse.ArgumentTypeError(f"must be between 0 and 2**63-1, got {v}")
+    return v
+
+
+def _machine_args(p: argparse.ArgumentParser, default: str = "f1"):
+    p.add_argument("--machine", "-m", default=default,
+                   help=f"preset name (tiny, f1, f100) or a machine .toml file (default {default})")
+    p.add_argument("--depth", type=_positive_int, help="re-scale to this many fan-out stages")
+    p.add_argument("--fanout", type=_int_list,
+                   help="re-scale every stage to this fan-out, or give one per stage: 3,5,7")
+
+
+def _data_args(p: argparse.ArgumentParser):
+    p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
+                   help="data for an input or param tensor (repeatable)")
+    p.add_argument("--inputs", metavar="FILE.npz", help="data for several tensors in one .npz")
+    p.add_argument("--seed", type=_seed, default=0,
+                   help="seed of the generator for tensors not given (default 0)")
+    p.add_argument("--save-outputs", metavar="DIR", help="write each output tensor to DIR/NAME.npy")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="fractal", description="Compiler and simulator for fractal machines.")
+    sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
+
+    c = sub.add_parser("check", help="parse and check programs, reporting every problem")
+    c.add_argument("files", nargs="+", metavar="FILE")
+
+    r = sub.add_parser("run", help="run a program (reference interpreter with --reference)")
+    r.add_argument("file", metavar="FILE")
+    r.add_argument("--reference", action="store_true", help="run the numpy reference interpreter")
+    r.add_argument("--json", action="store_true", help="print a machine-readable report")
+    _machine_args(r)
+    _data_args(r)
+
+    m = sub.add_parser("machines", help="list the preset machines")
+    m.add_argument("--json", action="store_true")
+    return p
+
+
+def _cmd_check(args, out) -> int:
+    from fractal import api
+    failed = 0
+    for f in args.files:
+        try:
+            prog = api.load_program(f)
+        except UserError as e:
+            print(e.format(), file=sys.stderr)
+            failed += 1
+        else:
+            print(f"{f}: ok ({len(prog.tensors)} tensors, {len(prog.instructions)} instructions)",
+                  file=out)
+    return EXIT_USAGE if failed else EXIT_OK
+
+
+def _cmd_run(args, out) -> int:
+    from fractal import api
+    from isa.reference import save_outputs
+    if not args.reference:
+        program = api.load_program(args.file)          # still report program errors first
+        api.machine(args.machine, args.depth, args.fanout)
+        raise UserError("the timing simulator is not available yet; run the numpy reference "
+                        "interpreter with --reference", "fractal run")
+    res = api.reference(args.file, args.input, args.inputs, args.seed)
+    if args.save_outputs:
+        save_outputs(res.outputs, args.save_outputs, where="--save-outputs")
+    if args.json:
+        json.dump(res.to_json(), out, indent=2)
+        out.write("\n")
+        return EXIT_OK
+    report = res.to_json()
+    print(f"{res.program.file}: reference run, {report['instructions']} instructions, "
+          f"{res.ops:,} ops, seed {res.seed}", file=out)
+    for name, s in report["outputs"].items():
+        shape = "[" + ", ".join(map(str, s["shape"])) + "]"
+        stats = (f"min {s['min']:.6g}  max {s['max']:.6g}  mean {s['mean']:.6g}" if "min" in s else "")
+        print(f"  {name:<12} {s['dtype']}{shape:<18} {stats}", file=out)
+    if args.save_outputs:
+        print(f"outputs written to {args.save_outputs}/", file=out)
+    return EXIT_OK
+
+
+def _cmd_machines(args, out) -> int:
+    from fractal.machine import PRESETS, preset
+    machines = [preset(n) for n in PRESETS]
+    if args.json:
+        rows = [{"name": m.name, "description": m.description, "levels": m.depth + 1,
+                 "leaves": m.leaves, "peak_ops_per_second": m.peak_ops_per_second,
+                 "frequency_hz": m.frequency_hz,
+                 "memory_bytes_per_level": [lv.memory_bytes for lv in m.levels]} for m in machines]
+        json.dump(rows, out, indent=2)
+        out.write("\n")
+        return EXIT_OK
+    for m in machines:
+        print(m.summary(), file=out)
+        if m.description:
+            print(f"  {m.description}", file=out)
+        print(file=out)
+    return EXIT_OK
+
+
+COMMANDS = {"check": _cmd_check, "run": _cmd_run, "machines": _cmd_machines}
+
+
+def main(argv: list[str] | None = None, out=None) -> int:
+    out = out or sys.stdout
+    try:
+        args = build_parser().parse_args(argv)
+        return COMMANDS[args.command](args, out)
+    except UserError as e:
+        print(e.format(), file=sys.stderr)
+        return EXIT_USAGE
+    except InternalError as e:
+        print(str(e), file=sys.stderr)
+        return EXIT_INTERNAL
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return EXIT_OK
+    except Exception as e:  # a bug of ours: say so plainly, keep the traceback for debugging
+        if os.environ.get("FRACTAL_DEBUG"):
+            traceback.print_exc()
+        print(f"internal error: {type(e).__name__}: {e} (set FRACTAL_DEBUG=1 for details; "
+              f"please report this)", file=sys.stderr)
+        return EXIT_INTERNAL
+
+
+if __name__ == "__main__":
+    sys.exit(main())

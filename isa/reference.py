@@ -1,0 +1,310 @@
+"""The numpy reference interpreter: the meaning of every opcode, and of whole programs.
+
+`SEMANTICS[opcode](inputs, attrs, out_type)` computes the destination value of one instruction
+from its source arrays, its attributes (defaults already filled in) and the destination's
+declared `TensorType`; the result has the destination's shape and dtype (float32 for f32, int32
+for i32). i32 arithmetic wraps around; f32 sums and products accumulate in float64 and round once.
+
+`run_reference` executes a checked program instruction by instruction; `generate_feeds`,
+`load_feeds` and `save_outputs` move data in and out (bad data files raise `UserError`).
+"""
+from __future__ import annotations
+
+import os
+import zlib
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+from numpy.lib.stride_tricks import sliding_window_view
+
+from isa.errors import InternalError, UserError, did_you_mean
+from isa.opcodes import OPCODES, conv_out, pads
+from isa.program import Instruction, Program, TensorType
+
+__all__ = ["SEMANTICS", "NP_DTYPES", "execute_instruction", "run_reference", "generate_feeds",
+           "load_feeds", "save_outputs"]
+
+NP_DTYPES = {"f32": np.dtype(np.float32), "i32": np.dtype(np.int32)}
+
+#: elements of scratch space one chunk of conv2d / eucdist may use
+_CHUNK_ELEMS = 1 << 23
+
+
+def _out(value, out_type: TensorType) -> np.ndarray:
+    return np.asarray(value).astype(NP_DTYPES[out_type.dtype], copy=False)
+
+
+# ---------------------------------------------------------------- compute opcodes
+
+def _matmul(ins, a, t):
+    return _out(ins[0].astype(np.float64) @ ins[1].astype(np.float64), t)
+
+
+def _conv2d(ins, a, t):
+    """im2col over batch chunks: windows of the padded input, contracted with W by BLAS."""
+    x, w = ins
+    s, (pt, pl, pb, pr) = a["stride"], pads(a)
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    ho, wo = conv_out(h, kh, s, pt, pb), conv_out(wd, kw, s, pl, pr)
+    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    w64 = w.astype(np.float64)
+    y = np.empty((n, o, ho, wo), np.float32)
+    step = max(1, _CHUNK_ELEMS // max(1, c * ho * wo * kh * kw))
+    for n0 in range(0, n, step):
+        # [b, C, Ho, Wo, kh, kw] view of every window, then a [b*Ho*Wo, C*kh*kw] matrix product
+        win = sliding_window_view(xp[n0:n0 + step], (kh, kw), axis=(2, 3))[:, :, ::s, ::s][:, :, :ho, :wo]
+        y[n0:n0 + step] = np.tensordot(win, w64, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
+    return _out(y, t)
+
+
+def _windows(x, a, fill):
+    """[N, C, Ho, Wo, k, k] view of the pooling windows over x padded with `fill`."""
+    k, s, (pt, pl, pb, pr) = a["kernel"], a["stride"], pads(a)
+    xp = np.pad(x, ((0, 0), (0, 0), (pt, pb), (pl, pr)), constant_values=fill)
+    ho, wo = conv_out(x.shape[2], k, s, pt, pb), conv_out(x.shape[3], k, s, pl, pr)
+    return sliding_window_view(xp, (k, k), axis=(2, 3))[:, :, ::s, ::s][:, :, :ho, :wo]
+
+
+def _maxpool(ins, a, t):
+    # padded cells are -inf, so they never win (pad < kernel: every window holds a real cell)
+    return _out(_windows(ins[0], a, -np.inf).max(axis=(4, 5)), t)
+
+
+def _avgpool(ins, a, t):
+    x = ins[0]
+    total = _windows(x.astype(np.float64), a, 0.0).sum(axis=(4, 5))
+    real = _windows(np.ones((1, 1) + x.shape[2:]), a, 0.0).sum(axis=(4, 5))
+    return _out(total / real, t)
+
+
+def _binary(fn):
+    def semantics(ins, a, t):
+        with np.errstate(all="ignore"):           # i32 wraps around; f32 gives inf / nan
+            return _out(fn(ins[0], ins[1]), t)
+    return semantics
+
+
+def _unary_f32(fn):
+    def semantics(ins, a, t):
+        with np.errstate(all="ignore"):
+            return _out(fn(ins[0].astype(np.float64)), t)
+    return semantics
+
+
+def _sigmoid(x):
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _relu(ins, a, t):
+    return _out(np.maximum(ins[0], ins[0].dtype.type(0)), t)
+
+
+def _lrn(ins, a, t):
+    """ONNX LRN: channels c - floor((size-1)/2) .. c + ceil((size-1)/2), clipped to [0, C-1]."""
+    x = ins[0].astype(np.float64)
+    size, c = a["size"], x.shape[1]
+    cum = np.concatenate([np.zeros_like(x[:, :1]), np.cumsum(x * x, axis=1)], axis=1)
+    ch = np.arange(c)
+    lo = np.maximum(0, ch - (size - 1) // 2)
+    hi = np.minimum(c - 1, ch + (size - 1 - (size - 1) // 2))
+    square_sum = cum[:, hi + 1] - cum[:, lo]
+    with np.errstate(all="ignore"):
+        return _out(x / (a["k"] + a["alpha"] / size * square_sum) ** a["beta"], t)
+
+
+def _reduce_sum(ins, a, t):
+    x = ins[0]
+    return _out(x.sum(axis=a["axis"], dtype=np.int32 if x.dtype == np.int32 else np.float64), t)
+
+
+def _eucdist(ins, a, t):
+    """(X[m] - C[n])^2 summed over k, directly (no X^2 + C^2 - 2XC), in chunks of rows of X."""
+    x, cen = ins[0].astype(np.float64), ins[1].astype(np.float64)
+    m, k = x.shape
+    d = np.empty((m, cen.shape[0]), np.float32)
+    rows = max(1, _CHUNK_ELEMS // max(1, cen.shape[0] * k))
+    for r in range(0, m, rows):
+        diff = x[r:r + rows, None, :] - cen[None, :, :]
+        d[r:r + rows] = np.einsum("mnk,mnk->mn", diff, diff)
+    return d
+
+
+def _count(ins, a, t):
+    return _out(np.count_nonzero(ins[0] == a["value"], axis=-1), t)
+
+
+# ---------------------------------------------------------------- data movement
+
+def _slice(ins, a, t):
+    x, ax = ins[0], a["axis"] % ins[0].ndim
+    index = [slice(None)] * x.ndim
+    index[ax] = slice(a["start"], a["start"] + t.shape[ax])
+    return _out(x[tuple(index)], t)
+
+
+SEMANTICS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
+    "matmul": _matmul,
+    "conv2d": _conv2d,
+    "maxpool": _maxpool,
+    "avgpool": _avgpool,
+    "add": _binary(np.add),
+    "sub": _binary(np.subtract),
+    "mul": _binary(np.multiply),
+    "div": _binary(np.divide),
+    "relu": _relu,
+    "sigmoid": _unary_f32(_sigmoid),
+    "tanh": _unary_f32(np.tanh),
+    "exp": _unary_f32(np.exp),
+    "lrn": _lrn,
+    "reduce_sum": _reduce_sum,
+    "reduce_max": lambda ins, a, t: _out(ins[0].max(axis=a["axis"]), t),
+    "argmax": lambda ins, a, t: _out(ins[0].argmax(axis=a["axis"]), t),
+    "argmin": lambda ins, a, t: _out(ins[0].argmin(axis=a["axis"]), t),
+    "eucdist": _eucdist,
+    "sort": lambda ins, a, t: _out(np.sort(ins[0], axis=-1, kind="stable"), t),
+    "count": _count,
+    "transpose": lambda ins, a, t: _out(np.transpose(ins[0], a["perm"]), t),
+    "copy": lambda ins, a, t: _out(ins[0], t),
+    "reshape": lambda ins, a, t: _out(ins[0].reshape(t.shape), t),
+    "slice": _slice,
+    "concat": lambda ins, a, t: _out(np.concatenate(ins, axis=a["axis"]), t),
+}
+assert SEMANTICS.keys() == OPCODES.keys(), "every opcode needs a reference semantics"
+
+
+# ---------------------------------------------------------------- programs
+
+def execute_instruction(instr: Instruction, env: dict[str, np.ndarray],
+                        types: dict[str, TensorType]) -> None:
+    """Compute one checked instruction from `env` and store a fresh copy in its destination."""
+    spec = OPCODES[instr.opcode]
+    dst, srcs = instr.operands[0], instr.operands[spec.outputs:]
+    want = types[dst]
+    value = SEMANTICS[instr.opcode]([env[s] for s in srcs], spec.full_attrs(instr.attr), want)
+    if value.shape != want.shape or value.dtype != NP_DTYPES[want.dtype]:
+        raise InternalError("reference result matches the destination type", instr.to_text(),
+                            f"got {value.dtype}{list(value.shape)}, destination is {want}")
+    env[dst] = np.array(value, copy=True, order="C")
+
+
+def run_reference(program: Program, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run a checked program on `feeds` (one array per input and param); return its outputs."""
+    types = program.types
+    env: dict[str, np.ndarray] = {}
+    for t in program.tensors:
+        if t.role in ("input", "param"):
+            env[t.name] = np.asarray(feeds[t.name], NP_DTYPES[t.type.dtype])
+        else:
+            env[t.name] = np.zeros(t.type.shape, NP_DTYPES[t.type.dtype])
+    for instr in program.instructions:
+        execute_instruction(instr, env, types)
+    return {t.name: env[t.name] for t in program.outputs}
+
+
+# ---------------------------------------------------------------- data in and out
+
+def _fed(program: Program):
+    return [t for t in program.tensors if t.role in ("input", "param")]
+
+
+def generate_feeds(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
+    """Random data for every input and param; each depends only on (seed, tensor name)."""
+    feeds = {}
+    for t in _fed(program):
+        rng = np.random.default_rng(np.random.SeedSequence([seed % 2**64, zlib.crc32(t.name.encode())]))
+        if t.type.dtype == "f32":
+            feeds[t.name] = rng.standard_normal(t.type.shape, dtype=np.float32)
+        else:
+            feeds[t.name] = rng.integers(0, 10, t.type.shape, dtype=np.int32)
+    return feeds
+
+
+#: lossless-if-exact casts accepted besides the exact dtype
+_WIDER = {"f32": np.dtype(np.float64), "i32": np.dtype(np.int64)}
+
+
+def conform_feed(program: Program, name: str, arr: np.ndarray, where: str, origin: str) -> np.ndarray:
+    """`arr` as the value of tensor `name`, or a UserError saying why it cannot be."""
+    fed = {t.name for t in _fed(program)}
+    if name not in fed:
+        if name in program.types:
+            role = program.tensor(name).role or "internal"
+            raise UserError(f"'{name}' is an {role} tensor; only input and param tensors can be "
+                            f"fed", where, hint="inputs and params: " + ", ".join(sorted(fed)))
+        raise UserError(f"the program has no tensor named '{name}'", where,
+                        hint=did_you_mean(name, fed) or "inputs and params: " + ", ".join(sorted(fed)))
+    want = program.tensor(name).type
+    if arr.shape != want.shape:
+        raise UserError(f"{name} expects {want}, {origin} has shape {arr.shape}", where)
+    target = NP_DTYPES[want.dtype]
+    if arr.dtype == target:
+        return np.ascontiguousarray(arr)
+    if arr.dtype == _WIDER[want.dtype]:
+        cast = arr.astype(target)
+        if np.array_equal(cast.astype(arr.dtype), arr, equal_nan=want.dtype == "f32"):
+            return cast
+        raise UserError(f"{name} expects {want.dtype} ({target}) data; {origin} has {arr.dtype} values "
+                        f"that {target} cannot hold exactly", where,
+                        hint=f"save the array with .astype(np.{target}) if rounding is intended")
+    raise UserError(f"{name} expects {want.dtype} ({target}) data, {origin} has dtype {arr.dtype}",
+                    where, hint=f"save the array with .astype(np.{target})")
+
+
+def _open(path: str, where: str):
+    if not os.path.isfile(path):
+        raise UserError(f"no such file: {path}", where)
+    try:
+        return np.load(path, allow_pickle=False)
+    except Exception as e:                        # not numpy data, truncated, pickled objects
+        raise UserError(f"cannot read {path} as .npy/.npz data: {e}", where) from None
+
+
+def load_feeds(program: Program, input_specs: list[str], npz_path: str | None,
+               seed: int = 0) -> dict[str, np.ndarray]:
+    """Generated feeds, overridden by the arrays of `npz_path`, then by each "NAME=path.npy"."""
+    feeds = generate_feeds(program, seed)
+    if npz_path is not None:
+        where = f"--inputs {npz_path}"
+        archive = _open(npz_path, where)
+        if not isinstance(archive, np.lib.npyio.NpzFile):
+            raise UserError(f"{npz_path} is a single .npy array, not an .npz archive", where,
+                            hint="pass a .npy file as --input NAME=PATH")
+        with archive:
+            for key in archive.files:
+                try:
+                    arr = archive[key]
+                except Exception as e:
+                    raise UserError(f"cannot read array '{key}' of {npz_path}: {e}", where) from None
+                feeds[key] = conform_feed(program, key, arr, where, f"array '{key}' of {npz_path}")
+    for spec in input_specs:
+        where = f"--input {spec}"
+        name, eq, path = spec.partition("=")
+        name, path = name.strip(), path.strip()
+        if not eq or not name or not path:
+            raise UserError(f"expected NAME=PATH.npy, found '{spec}'", where)
+        arr = _open(path, where)
+        if not isinstance(arr, np.ndarray):
+            arr.close()
+            raise UserError(f"{path} is an .npz archive, not a single .npy array", where,
+                            hint="pass an archive as --inputs PATH")
+        feeds[name] = conform_feed(program, name, arr, where, "file")
+    return feeds
+
+
+def save_outputs(outputs: dict[str, np.ndarray], directory: str | os.PathLike,
+                 where: str | None = None) -> list[Path]:
+    """Write DIRECTORY/NAME.npy for every output; return the paths written."""
+    directory = Path(directory)
+    written = []
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        for name, value in outputs.items():
+            path = directory / f"{name}.npy"
+            np.save(path, np.asarray(value), allow_pickle=False)
+            written.append(path)
+    except OSError as e:
+        raise UserError(f"cannot write outputs to {e.filename or directory}: {e.strerror or e}",
+                        where or str(directory)) from None
+    return written
