@@ -1,0 +1,294 @@
+"""Serial and parallel decomposition at one node, recursively down to the leaves, memoized.
+
+A node at level l receives a task whose operands sit in its local memory. It chooses, per axis of
+the task's iteration space, a number of serial pieces n and parallel ways p (the product of the
+ways is at most the fan-out), such that one child's share of a piece fits the child's memory with
+room for BUFFERING pieces in flight (double buffering: the next piece loads while this one runs).
+
+The choice minimises a stated cost, the node's estimated cycles for the whole task under the
+per-level pipeline model (docs/compiler.md):
+
+    cycles = decode + N * max(load, execute, reduce, store) + (the other stages once: fill, drain)
+
+where load/store are bytes over the parent's memory port and the child's link (operands every
+child shares count once when the level broadcasts), execute is the child's ops over its subtree's
+peak rate, and reduce is g work over the LFU's rate. Ties go to fewer bytes moved plus reduction
+ops, then to less load imbalance. Every parallel candidate is searched; serial cuts are found by
+halving the axis whose cut costs least, until the piece fits.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from collections import defaultdict
+
+from compiler.plan import AxisSplit, NodePlan, Plan
+from compiler.rules import AccessMap, Task, access_map, ceil_div, merge_ops, split_ranges, sub_task, task_of
+from fractal.machine import Machine
+from isa.errors import UserError
+from isa.program import Program
+
+__all__ = ["BUFFERING", "CompileError", "compile_program", "Decomposer"]
+
+BUFFERING = 2          # pieces in flight per child memory: one executing, one loading
+
+
+class CompileError(UserError):
+    """An instruction that cannot be fitted onto the machine."""
+
+
+def _bytes(n: float) -> str:
+    return f"{int(n):,} bytes"
+
+
+class Decomposer:
+    """Plans tasks for one machine; identical (task, level) sub-problems are planned once."""
+
+    def __init__(self, machine: Machine):
+        self.machine = machine
+        self.table: dict = {}
+        self.origin = None          # the program instruction being compiled, for error locations
+        self.program = None
+
+    # ------------------------------------------------------------ entry
+    def plan(self, task: Task, level: int = 0) -> NodePlan:
+        key = (task, level)
+        node = self.table.get(key)
+        if node is None:
+            node = self._decompose(task, level)
+            self.table[key] = node
+            for child, _ in node.children:
+                self.plan(child, level + 1)
+        return node
+
+    def _decompose(self, task: Task, level: int) -> NodePlan:
+        if level == self.machine.depth:
+            return NodePlan(task, level, "leaf")
+        amap = access_map(task)
+        if amap is None:
+            return NodePlan(task, level, "local", local_bytes=task.nbytes,
+                            why="data movement: run by this node's DMA in its local memory")
+        return self._split(task, level, amap)
+
+    # ------------------------------------------------------------ search
+    def _split(self, task: Task, level: int, amap: AccessMap) -> NodePlan:
+        m = self.machine
+        node, child = m.levels[level], m.levels[level + 1]
+        budget = child.memory_bytes // BUFFERING
+        sizes = [a.size for a in amap.axes]
+        free = [i for i, a in enumerate(amap.axes) if a.splittable and a.size > 1]
+        smallest = [1 if i in free else s for i, s in enumerate(sizes)]
+        need = amap.footprint(smallest)
+        if need > budget:
+            self._too_big(task, level, need, budget)
+        model = _CostModel(task, amap, m, level)
+        candidates = 0
+        best = None
+        for ways in _parallel_candidates(sizes, free, node.fanout):
+            candidates += 1
+            pieces = [1] * len(sizes)
+            cost = model.cost(pieces, ways)
+            while amap.footprint(model.child_extents(pieces, ways)) > budget:
+                pieces, cost = min(((p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)),
+                                   key=lambda pc: pc[1])
+            for _ in range(4):      # a few more cuts while they pay (deeper pipelining)
+                steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)]
+                if not steps:
+                    break
+                p, c = min(steps, key=lambda pc: pc[1])
+                if c >= cost:
+                    break
+                pieces, cost = p, c
+            if best is None or cost < best[0]:
+                best = (cost, pieces, ways)
+        cost, pieces, ways = best
+        return self._build(task, level, amap, pieces, ways, cost, candidates, budget)
+
+    def _too_big(self, task: Task, level: int, need: int, budget: int):
+        m = self.machine
+        child = m.levels[level + 1]
+        ins = self.origin
+        where = ins.loc if ins is not None else None
+        line = self.program.source_line(where) if self.program is not None else None
+        raise CompileError(
+            f"{task.opcode} cannot be fitted on level {level + 1} ({child.name}) of machine "
+            f"'{m.name}': its smallest piece needs {_bytes(need)}, a {child.name} has "
+            f"{_bytes(child.memory_bytes)} ({_bytes(budget)} per piece with {BUFFERING} pieces in "
+            f"flight)", where, line,
+            hint="give that level more memory, or use smaller tensors")
+
+    # ------------------------------------------------------------ the chosen split
+    def _build(self, task, level, amap, pieces, ways, cost, candidates, budget) -> NodePlan:
+        node = self.machine.levels[level]
+        ranges, piece_counts = [], []
+        for size, n, p in zip([a.size for a in amap.axes], pieces, ways):
+            rs = []
+            pcs = split_ranges(size, n)
+            for ps, pe in pcs:
+                rs.extend((ps + s, e) for s, e in split_ranges(pe, p))
+            ranges.append(rs)
+            piece_counts.append(len(pcs))
+        children = self._distinct_children(task, amap, ranges)
+        bytes_down = bytes_up = 0
+        for i in range(len(task.types)):
+            is_out = i < task.spec.outputs
+            dep = amap.depends(i)
+            total = amap.dtype_bytes[i]
+            for d in amap.operands[i]:
+                if d.kind in ("whole", "bcast"):
+                    total *= d.extent(0)
+            for a, rs in enumerate(ranges):
+                if a in dep:
+                    dims = [d for d in amap.operands[i] if d.axis == a]
+                    total *= sum(math.prod(d.region(s, e)[1] - d.region(s, e)[0] for d in dims)
+                                 for s, e in rs)
+                elif node.broadcast and not is_out:
+                    total *= piece_counts[a]
+                else:
+                    total *= len(rs)
+            if is_out:
+                bytes_up += total
+            else:
+                bytes_down += total
+        red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce and len(ranges[a]) > 1]
+        reduce = amap.axes[red_axes[0]].reduce if red_axes else None
+        reduction_ops = 0
+        if red_axes:
+            out_elems = task.outputs[0].size
+            runs = math.prod(len(ranges[a]) for a in red_axes)
+            if reduce == "merge":
+                length = task.outputs[0].shape[-1]
+                reduction_ops = merge_ops(out_elems // length, length, runs)
+            else:
+                reduction_ops = out_elems * (runs - 1)
+        splits = tuple(AxisSplit(ax.name, ax.size, piece_counts[a], ways[a], ax.reduce)
+                       for a, ax in enumerate(amap.axes))
+        busy = math.prod(min(w, ceil_div(ax.size, p)) for ax, w, p in zip(amap.axes, ways, pieces))
+        cut = ", ".join(s.text() for s in splits if s.pieces * s.ways > 1) or "whole task to one child"
+        why = (f"searched {candidates} parallel splits of fan-out {node.fanout}; a child's piece must "
+               f"fit {budget:,} bytes ({BUFFERING} pieces in flight); chose {cut}: estimated "
+               f"{cost[0]:,.0f} cycles, {cost[1]:,.0f} bytes + reduction ops")
+        return NodePlan(task, level, "split", splits, children, math.prod(piece_counts), busy,
+                        bytes_down, bytes_up, 0, reduction_ops, reduce, cost[0], why)
+
+    def _distinct_children(self, task, amap, ranges):
+        """Group the child ranges of each axis into kinds, then take the product across axes."""
+        per_axis = []
+        for a, rs in enumerate(ranges):
+            dims = [d for dims in amap.operands for d in dims if d.axis == a]
+            kinds: dict = {}
+            for s, e in rs:
+                sig = (e,) + tuple((lambda r: (r[1] - r[0], r[2], r[3]))(d.region(s, e))
+                                   for d in dims if d.kind == "window")
+                if sig in kinds:
+                    kinds[sig][1] += 1
+                else:
+                    kinds[sig] = [s, 1, e]
+            per_axis.append(list(kinds.values()))
+        children: dict = defaultdict(int)
+        for combo in itertools.product(*per_axis):
+            starts = [c[0] for c in combo]
+            extents = [c[2] for c in combo]
+            t, _ = sub_task(task, amap, starts, extents)
+            children[t] += math.prod(c[1] for c in combo)
+        return tuple(sorted(children.items(), key=lambda kv: -kv[1]))
+
+
+class _CostModel:
+    """The per-level pipeline estimate used to rank candidate splits (module docstring)."""
+
+    def __init__(self, task: Task, amap: AccessMap, machine: Machine, level: int):
+        self.amap = amap
+        self.sizes = [a.size for a in amap.axes]
+        self.node, self.child = machine.levels[level], machine.levels[level + 1]
+        leaves_below = math.prod(machine.fanouts[level + 1:])
+        cls = task.spec.op_class
+        self.rate = leaves_below * machine.compute.ops_per_cycle(cls)
+        self.ops = task.ops
+        self.points = math.prod(self.sizes)
+        self.n_out = task.spec.outputs
+        self.deps = [amap.depends(i) for i in range(len(task.types))]
+        self.reduce_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce]
+        self.out_elems = task.outputs[0].size
+
+    def child_extents(self, pieces, ways):
+        return [ceil_div(ceil_div(s, n), p) for s, n, p in zip(self.sizes, pieces, ways)]
+
+    def halvings(self, pieces, ways, free):
+        """Piece counts that halve one axis's child extent."""
+        ext = self.child_extents(pieces, ways)
+        for a in free:
+            if ext[a] > 1:
+                n = ceil_div(self.sizes[a], ceil_div(ext[a], 2) * ways[a])
+                if n > pieces[a]:
+                    yield pieces[:a] + [n] + pieces[a + 1:]
+
+    def cost(self, pieces, ways):
+        ext = self.child_extents(pieces, ways)
+        piece = [ceil_div(s, n) for s, n in zip(self.sizes, pieces)]
+        busy_ways = [min(w, pe) for w, pe in zip(ways, piece)]
+        busy = math.prod(busy_ways)
+        n_pieces = math.prod(pieces)
+        down = up = link_in = link_out = 0
+        for i, dep in enumerate(self.deps):
+            b = self.amap.operand_bytes(i, ext)
+            if i < self.n_out:
+                up += b * busy
+                link_out += b
+            else:
+                fan = math.prod(busy_ways[a] for a in dep) if self.node.broadcast else busy
+                down += b * fan
+                link_in += b
+        bw, lat = self.node.memory_bandwidth, self.child.link_latency
+        load = max(down / bw, link_in / self.child.link_bandwidth) + lat
+        store = max(up / bw, link_out / self.child.link_bandwidth) + lat
+        execute = self.ops * math.prod(ext) / self.points / self.rate
+        runs = math.prod(pieces[a] * busy_ways[a] for a in self.reduce_axes) if self.reduce_axes else 1
+        red = self.out_elems * (runs - 1)
+        reduce = red / n_pieces / self.node.lfu_ops_per_cycle
+        stages = (load, execute, reduce, store)
+        cycles = self.node.decode_cycles + n_pieces * max(stages) + sum(stages) - max(stages)
+        moved = n_pieces * (down + up) + red
+        imbalance = math.prod(ext) * n_pieces * busy / self.points
+        return (cycles, moved, imbalance)
+
+
+def _parallel_candidates(sizes, free, fanout):
+    """Every maximal way to give each free axis p_a ways with prod(p) <= fanout and p_a <= size_a."""
+    out = []
+
+    def rec(i, ways, prod):
+        if i == len(free):
+            out.append(list(ways))
+            return
+        a = free[i]
+        for p in range(1, min(sizes[a], fanout // prod) + 1):
+            ways[a] = p
+            rec(i + 1, ways, prod * p)
+        ways[a] = 1
+
+    rec(0, [1] * len(sizes), 1)
+    maximal = []
+    for w in out:
+        prod = math.prod(w)
+        if all(w[a] >= sizes[a] or prod // w[a] * (w[a] + 1) > fanout for a in free):
+            maximal.append(w)
+    return maximal or [[1] * len(sizes)]
+
+
+def compile_program(program: Program, machine: Machine) -> Plan:
+    """Decompose every instruction of a checked program for a machine."""
+    dec = Decomposer(machine)
+    dec.program = program
+    root = machine.levels[0]
+    total = sum(t.type.nbytes for t in program.tensors)
+    if total > root.memory_bytes:
+        raise CompileError(f"the program's tensors need {_bytes(total)}, more than the "
+                           f"{_bytes(root.memory_bytes)} of the root ({root.name}) memory of "
+                           f"machine '{machine.name}'", program.file)
+    types = program.types
+    roots = []
+    for ins in program.instructions:
+        dec.origin = ins
+        roots.append(dec.plan(task_of(ins, types), 0))
+    return Plan(program, machine, tuple(roots), dec.table)

@@ -1,0 +1,86 @@
+"""The decomposition plan: a frozen tree of node plans, shared through a memo table.
+
+A `NodePlan` says what one node does with one task it receives: a leaf computes it, a node that
+receives a data-movement instruction runs it with its own DMA (`local`), any other node cuts it
+into serial pieces and each piece into parallel parts for its children (`split`), and combines
+partial results with the reduction g on its local functional unit. Identical sub-problems
+(same task at the same level) share one NodePlan, so a plan's size grows with levels times
+distinct shapes, never with the number of leaves.
+"""
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Mapping
+
+from compiler.rules import Task
+from fractal.machine import Machine
+from isa.program import Program
+
+__all__ = ["AxisSplit", "NodePlan", "Plan", "level_counts"]
+
+
+@dataclass(frozen=True)
+class AxisSplit:
+    """How one axis of the iteration space is cut: into `pieces` serially, each `ways` in parallel."""
+    name: str
+    size: int
+    pieces: int
+    ways: int
+    reduce: str | None = None
+
+    def text(self) -> str:
+        g = f" (g={self.reduce})" if self.reduce and self.pieces * self.ways > 1 else ""
+        return f"{self.name}={self.size}: {self.pieces} serial x {self.ways} parallel{g}"
+
+
+@dataclass(frozen=True)
+class NodePlan:
+    task: Task
+    level: int
+    kind: str                                       # "leaf", "local" or "split"
+    splits: tuple[AxisSplit, ...] = ()
+    children: tuple[tuple[Task, int], ...] = ()     # distinct child tasks, and how many receive each
+    pieces: int = 1                                 # serial pieces
+    busy: int = 0                                   # children given work in a full piece
+    bytes_down: int = 0                             # read from this node's memory, sent to children
+    bytes_up: int = 0                               # written back to this node's memory by children
+    local_bytes: int = 0                            # moved by this node's own DMA (local kind)
+    reduction_ops: int = 0                          # g work on this node's LFU
+    reduce: str | None = None                       # the g used, if any
+    est_cycles: float = 0.0                         # the compile-time cost estimate of the choice
+    why: str = ""
+
+    @property
+    def child_instructions(self) -> int:
+        return sum(n for _, n in self.children)
+
+
+@dataclass(frozen=True)
+class Plan:
+    program: Program
+    machine: Machine
+    roots: tuple[NodePlan, ...]                     # one per program instruction, in order
+    table: Mapping = field(repr=False)              # (task, level) -> NodePlan
+
+    def node(self, task: Task, level: int) -> NodePlan:
+        return self.table[(task, level)]
+
+    def __post_init__(self):
+        if not isinstance(self.table, MappingProxyType):
+            object.__setattr__(self, "table", MappingProxyType(dict(self.table)))
+
+
+def level_counts(plan: Plan, roots: tuple[NodePlan, ...] | None = None) -> dict:
+    """How many times each (task, level) entry runs, for the given root plans (default: all)."""
+    counts: dict = defaultdict(int)
+    for r in roots if roots is not None else plan.roots:
+        counts[(r.task, r.level)] += 1
+    for level in range(plan.machine.depth + 1):
+        for (task, lv), c in list(counts.items()):
+            if lv != level:
+                continue
+            for child, n in plan.table[(task, lv)].children:
+                counts[(child, lv + 1)] += c * n
+    return counts

@@ -1,0 +1,266 @@
+"""Decomposition rules: how each opcode's iteration space splits, and how partial results combine.
+
+Every decomposable opcode is described by one general mechanism, an *access map*:
+
+- its iteration space, a list of axes (name, size, and the reduction g needed when the axis is
+  split across pieces or children, or None when sub-results simply concatenate);
+- for every operand (destinations first), what each of its dimensions reads: an axis directly
+  (`plain`), an axis through a sliding window with kernel, stride and padding (`window`, the input
+  of conv2d and pooling: a piece needs a halo of kernel - stride and clips its padding), the whole
+  dimension (`whole`, never split: conv2d kernel taps, the channels an LRN window spans), or a
+  size-1 dimension that broadcasts (`bcast`).
+
+From the map alone the compiler derives, for any box of the iteration space, each operand's region
+and bytes, the sub-instruction a child receives (with its own padding at the borders), and which
+operands are the same for every child (sent once, by broadcast). Data-movement opcodes (copy,
+reshape, transpose, slice, concat) have no map: the node that receives them runs them with its own
+DMA in local memory.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from isa.opcodes import OPCODES, normalize_axis, pads
+from isa.program import DTYPES, TensorType, format_value
+
+__all__ = ["Axis", "Dim", "AccessMap", "Task", "access_map", "sub_task", "task_of", "split_ranges",
+           "ceil_div", "merge_ops", "REDUCTIONS"]
+
+#: reductions g run on a node's local functional unit, and what each does
+REDUCTIONS = {
+    "add": "element-wise sum of partial results",
+    "max": "element-wise maximum of partial results",
+    "argmax": "index of the larger value, read from the node's copy of the source; ties keep the first",
+    "argmin": "index of the smaller value, read from the node's copy of the source; ties keep the first",
+    "merge": "merge of sorted runs along the axis",
+}
+
+
+@dataclass(frozen=True)
+class Task:
+    """What a node receives: an opcode applied to operands of these types (destinations first)."""
+    opcode: str
+    types: tuple[TensorType, ...]
+    attrs: tuple[tuple[str, object], ...]
+
+    @property
+    def attr(self) -> dict:
+        return dict(self.attrs)
+
+    @property
+    def spec(self):
+        return OPCODES[self.opcode]
+
+    @property
+    def outputs(self) -> tuple[TensorType, ...]:
+        return self.types[:self.spec.outputs]
+
+    @property
+    def inputs(self) -> tuple[TensorType, ...]:
+        return self.types[self.spec.outputs:]
+
+    @property
+    def ops(self) -> int:
+        s = self.spec
+        return int(s.ops(self.outputs, self.inputs, self.attr))
+
+    @property
+    def nbytes(self) -> int:
+        return sum(t.nbytes for t in self.types)
+
+    def text(self, names: tuple[str, ...] | None = None) -> str:
+        """Canonical instruction text, with operand types in a trailing comment."""
+        names = names or tuple(f"t{i}" for i in range(len(self.types)))
+        defaults = {k: s.default for k, s in self.spec.attrs.items()}
+        args = list(names) + [f"{k}={format_value(v)}" for k, v in self.attrs if defaults.get(k) != v]
+        types = ", ".join(f"{n}: {t}" for n, t in zip(names, self.types))
+        return f"{self.opcode} {', '.join(args)}  # {types}"
+
+
+@dataclass(frozen=True)
+class Axis:
+    name: str
+    size: int
+    reduce: str | None = None      # g when this axis is split; None: results concatenate
+    splittable: bool = True
+
+
+@dataclass(frozen=True)
+class Dim:
+    kind: str                      # "plain", "window", "whole", "bcast"
+    axis: int = -1                 # index into AccessMap.axes (plain and window)
+    size: int = 1                  # the operand's full length along this dimension
+    kernel: int = 1                # window only
+    stride: int = 1
+    pad_lo: int = 0
+
+    def region(self, start: int, extent: int) -> tuple[int, int, int, int]:
+        """(lo, hi, pad_lo, pad_hi) of this dimension for an axis range [start, start+extent)."""
+        if self.kind == "plain":
+            return start, start + extent, 0, 0
+        if self.kind == "window":
+            lo = start * self.stride - self.pad_lo
+            hi = (start + extent - 1) * self.stride - self.pad_lo + self.kernel
+            clo, chi = max(lo, 0), min(hi, self.size)
+            return clo, chi, clo - lo, hi - chi
+        if self.kind == "whole":
+            return 0, self.size, 0, 0
+        return 0, 1, 0, 0
+
+    def extent(self, extent: int) -> int:
+        """Largest length of this dimension for an axis extent (interior window, full halo)."""
+        if self.kind == "plain":
+            return extent
+        if self.kind == "window":
+            return min((extent - 1) * self.stride + self.kernel, self.size)
+        return self.size if self.kind == "whole" else 1
+
+
+@dataclass(frozen=True)
+class AccessMap:
+    axes: tuple[Axis, ...]
+    operands: tuple[tuple[Dim, ...], ...]      # per operand, destinations first
+    dtype_bytes: tuple[int, ...]
+
+    def footprint(self, extents) -> int:
+        """Bytes of all operands of a piece with these axis extents (the largest such piece)."""
+        total = 0
+        for dims, nb in zip(self.operands, self.dtype_bytes):
+            n = nb
+            for d in dims:
+                n *= d.extent(extents[d.axis] if d.axis >= 0 else 0)
+            total += n
+        return total
+
+    def operand_bytes(self, i: int, extents) -> int:
+        n = self.dtype_bytes[i]
+        for d in self.operands[i]:
+            n *= d.extent(extents[d.axis] if d.axis >= 0 else 0)
+        return n
+
+    def depends(self, i: int) -> frozenset[int]:
+        """The axes operand i varies with: children that differ only elsewhere share its data."""
+        return frozenset(d.axis for d in self.operands[i] if d.kind in ("plain", "window"))
+
+
+def _plain(axes: list[int], sizes) -> tuple[Dim, ...]:
+    return tuple(Dim("plain", a, s) for a, s in zip(axes, sizes))
+
+
+def _broadcast_dims(t: TensorType, out: TensorType) -> tuple[Dim, ...]:
+    """Dimensions of a broadcast source: aligned right; size-1 dimensions against larger ones broadcast."""
+    off = out.rank - t.rank
+    return tuple(Dim("bcast", -1, 1) if s == 1 and out.shape[off + i] != 1
+                 else Dim("plain", off + i, s) for i, s in enumerate(t.shape))
+
+
+def access_map(task: Task) -> AccessMap | None:
+    """The access map of a task, or None for data-movement opcodes (run by the node's DMA)."""
+    op, ts, a = task.opcode, task.types, task.attr
+    nb = tuple(DTYPES[t.dtype] for t in ts)
+    if OPCODES[op].op_class == "move":
+        return None
+    if op in ("matmul", "eucdist"):
+        (m, k) = ts[1].shape
+        n = ts[0].shape[1]
+        axes = (Axis("M", m), Axis("N", n), Axis("K", k, "add"))
+        second = _plain([2, 1], (k, n)) if op == "matmul" else _plain([1, 2], (n, k))
+        return AccessMap(axes, (_plain([0, 1], (m, n)), _plain([0, 2], (m, k)), second), nb)
+    if op == "conv2d":
+        y, x, w = ts
+        top, left, _, _ = pads(a)
+        n, o, ho, wo = y.shape
+        c, kh, kw = x.shape[1], w.shape[2], w.shape[3]
+        axes = (Axis("N", n), Axis("O", o), Axis("Ho", ho), Axis("Wo", wo), Axis("C", c, "add"))
+        xd = (Dim("plain", 0, n), Dim("plain", 4, c),
+              Dim("window", 2, x.shape[2], kh, a["stride"], top),
+              Dim("window", 3, x.shape[3], kw, a["stride"], left))
+        wd = (Dim("plain", 1, o), Dim("plain", 4, c), Dim("whole", -1, kh), Dim("whole", -1, kw))
+        return AccessMap(axes, (_plain([0, 1, 2, 3], y.shape), xd, wd), nb)
+    if op in ("maxpool", "avgpool"):
+        y, x = ts
+        top, left, _, _ = pads(a)
+        k, s = a["kernel"], a["stride"]
+        axes = tuple(Axis(nm, sz) for nm, sz in zip(("N", "C", "Ho", "Wo"), y.shape))
+        xd = (Dim("plain", 0, x.shape[0]), Dim("plain", 1, x.shape[1]),
+              Dim("window", 2, x.shape[2], k, s, top), Dim("window", 3, x.shape[3], k, s, left))
+        return AccessMap(axes, (_plain([0, 1, 2, 3], y.shape), xd), nb)
+    if op == "lrn":
+        y = ts[0]
+        axes = (Axis("N", y.shape[0]), Axis("C", y.shape[1], splittable=False),
+                Axis("H", y.shape[2]), Axis("W", y.shape[3]))
+        dims = (Dim("plain", 0, y.shape[0]), Dim("whole", -1, y.shape[1]),
+                Dim("plain", 2, y.shape[2]), Dim("plain", 3, y.shape[3]))
+        return AccessMap(axes, (dims, dims), nb)
+    if op in ("add", "sub", "mul", "div"):
+        z = ts[0]
+        axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(z.shape))
+        return AccessMap(axes, (_plain(range(z.rank), z.shape),
+                                _broadcast_dims(ts[1], z), _broadcast_dims(ts[2], z)), nb)
+    if op in ("relu", "sigmoid", "tanh", "exp"):
+        y = ts[0]
+        axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(y.shape))
+        dims = _plain(range(y.rank), y.shape)
+        return AccessMap(axes, (dims, dims), nb)
+    if op in ("reduce_sum", "reduce_max", "argmax", "argmin", "count", "sort"):
+        x = ts[1]
+        ax = x.rank - 1 if op in ("count", "sort") else normalize_axis(a["axis"], x.rank)
+        g = {"reduce_sum": "add", "reduce_max": "max", "argmax": "argmax", "argmin": "argmin",
+             "count": "add", "sort": "merge"}[op]
+        axes = tuple(Axis("n" if i == ax else f"d{i}", s, g if i == ax else None)
+                     for i, s in enumerate(x.shape))
+        keep = [i for i in range(x.rank) if op == "sort" or i != ax]
+        return AccessMap(axes, (_plain(keep, [x.shape[i] for i in keep]),
+                                _plain(range(x.rank), x.shape)), nb)
+    raise AssertionError(f"no access map for opcode {op}")
+
+
+def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]:
+    """The task a child receives for the box [starts, starts+extents) of the iteration space,
+    and each operand's region as a tuple of (lo, hi) per dimension."""
+    types, regions, window_pads = [], [], []
+    for t, dims in zip(task.types, amap.operands):
+        reg = []
+        for d in dims:
+            lo, hi, plo, phi = d.region(starts[d.axis] if d.axis >= 0 else 0,
+                                        extents[d.axis] if d.axis >= 0 else 0)
+            reg.append((lo, hi))
+            if d.kind == "window":
+                window_pads.append((plo, phi))
+        regions.append(tuple(reg))
+        types.append(TensorType(t.dtype, tuple(hi - lo for lo, hi in reg)))
+    attrs = task.attrs
+    if window_pads:                      # conv2d and pooling: (top, left, bottom, right)
+        (pt, pb), (pl, pr) = window_pads[:2]
+        attrs = tuple((k, (pt, pl, pb, pr) if k == "pad" else v) for k, v in attrs)
+    return Task(task.opcode, tuple(types), attrs), tuple(regions)
+
+
+def task_of(instruction, types: dict) -> Task:
+    """The Task of a checked program instruction (attributes with defaults filled in, in table order)."""
+    spec = OPCODES[instruction.opcode]
+    full = spec.full_attrs(instruction.attr)
+    attrs = tuple((k, full[k]) for k in spec.attrs if k in full)
+    return Task(instruction.opcode, tuple(types[n] for n in instruction.operands), attrs)
+
+
+def split_ranges(size: int, parts: int) -> list[tuple[int, int]]:
+    """[start, extent) of `parts` balanced ranges covering `size` (the first ones one longer)."""
+    q, r = divmod(size, parts)
+    out, start = [], 0
+    for i in range(parts):
+        ext = q + (1 if i < r else 0)
+        if ext:
+            out.append((start, ext))
+        start += ext
+    return out
+
+
+def ceil_div(a: int, b: int) -> int:
+    return -(-a // b)
+
+
+def merge_ops(rows: int, length: int, runs: int) -> int:
+    """Compares to merge `runs` sorted runs making rows of `length`: length * ceil(log2 runs)."""
+    return rows * length * math.ceil(math.log2(runs)) if runs > 1 else 0
