@@ -233,7 +233,8 @@ def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]
     attrs = task.attrs
     if window_pads:                      # conv2d and pooling: (top, left, bottom, right)
         (pt, pb), (pl, pr) = window_pads[:2]
-        attrs = tuple((k, (pt, pl, pb, pr) if k == "pad" else v) for k, v in attrs)
+        pad = pt if pt == pl == pb == pr else (pt, pl, pb, pr)
+        attrs = tuple((k, pad if k == "pad" else v) for k, v in attrs)
     return Task(task.opcode, tuple(types), attrs), tuple(regions)
 
 

@@ -12,9 +12,10 @@ from isa.errors import UserError
 from isa.opcodes import program_ops
 from isa.program import Program
 from isa import reference as _ref
+from compiler import Plan, compile_program, verify_plan
 from fractal.machine import Machine, preset
 
-__all__ = ["load_program", "machine", "reference", "ReferenceResult"]
+__all__ = ["load_program", "machine", "compile", "reference", "ReferenceResult"]
 
 
 def load_program(source: str | Path | Program) -> Program:
@@ -33,6 +34,13 @@ def machine(name: str | Machine = "f1", depth: int | None = None,
     if depth is not None or fanout is not None:
         m = m.rescaled(depth=depth, fanout=fanout)
     return m
+
+
+def compile(program: str | Path | Program, machine_: str | Machine = "f1") -> Plan:
+    """The verified decomposition plan of a program on a machine."""
+    plan = compile_program(load_program(program), machine(machine_))
+    verify_plan(plan)
+    return plan
 
 
 @dataclass

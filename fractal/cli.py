@@ -85,6 +85,12 @@ def build_parser() -> argparse.ArgumentParser:
     _machine_args(r)
     _data_args(r)
 
+    k = sub.add_parser("compile", help="decompose a program for a machine and print the plan")
+    k.add_argument("file", metavar="FILE")
+    k.add_argument("--json", action="store_true", help="print the plan as JSON")
+    k.add_argument("--summary", action="store_true", help="print only the per-level totals")
+    _machine_args(k)
+
     m = sub.add_parser("machines", help="list the preset machines")
     m.add_argument("--json", action="store_true")
     return p
@@ -132,6 +138,18 @@ def _cmd_run(args, out) -> int:
     return EXIT_OK
 
 
+def _cmd_compile(args, out) -> int:
+    from fractal import api
+    from compiler import plan_json, plan_text
+    plan = api.compile(args.file, api.machine(args.machine, args.depth, args.fanout))
+    if args.json:
+        json.dump(plan_json(plan), out, indent=2)
+        out.write("\n")
+    else:
+        print(plan_text(plan, detail=not args.summary), file=out)
+    return EXIT_OK
+
+
 def _cmd_machines(args, out) -> int:
     from fractal.machine import PRESETS, preset
     machines = [preset(n) for n in PRESETS]
@@ -151,7 +169,8 @@ def _cmd_machines(args, out) -> int:
     return EXIT_OK
 
 
-COMMANDS = {"check": _cmd_check, "run": _cmd_run, "machines": _cmd_machines}
+COMMANDS = {"check": _cmd_check, "run": _cmd_run, "compile": _cmd_compile,
+            "machines": _cmd_machines}
 
 
 def main(argv: list[str] | None = None, out=None) -> int:

@@ -1,0 +1,102 @@
+"""Readable and JSON listings of a plan: per instruction, per level, what a node receives and
+what it emits, with sub-instruction counts, bytes moved, reduction ops and the chosen splits."""
+from __future__ import annotations
+
+from compiler.plan import NodePlan, Plan, level_counts
+from compiler.verify import plan_stats
+from isa.opcodes import program_ops
+
+__all__ = ["plan_text", "plan_json"]
+
+SHOW_TASKS = 4      # distinct tasks listed per level and instruction in the text listing
+
+
+def _node_json(node: NodePlan, count: int, names) -> dict:
+    return {
+        "receives": node.task.text(names), "count": count, "kind": node.kind,
+        "splits": [{"axis": s.name, "size": s.size, "serial": s.pieces, "parallel": s.ways,
+                    "reduce": s.reduce} for s in node.splits if s.pieces * s.ways > 1],
+        "pieces": node.pieces, "busy_children": node.busy,
+        "emits": [{"instruction": t.text(names), "count": n} for t, n in node.children],
+        "sub_instructions": node.child_instructions,
+        "bytes_down": node.bytes_down, "bytes_up": node.bytes_up,
+        "local_bytes": node.local_bytes, "reduction_ops": node.reduction_ops,
+        "reduction": node.reduce, "why": node.why,
+    }
+
+
+def _by_level(plan: Plan, root: NodePlan):
+    counts = level_counts(plan, (root,))
+    levels = [[] for _ in plan.machine.levels]
+    for (task, lv), c in counts.items():
+        levels[lv].append((plan.table[(task, lv)], c))
+    return levels
+
+
+def _stats_json(plan: Plan, roots=None) -> dict:
+    stats, leaf_ops = plan_stats(plan, roots)
+    return {"levels": [{"level": s.level, "name": s.name, "nodes": s.nodes,
+                        "instructions": s.instructions, "bytes_in": s.bytes_in,
+                        "bytes_out": s.bytes_out, "reduction_ops": s.reduction_ops,
+                        "local_bytes": s.local_bytes} for s in stats],
+            "leaf_ops": leaf_ops}
+
+
+def plan_json(plan: Plan) -> dict:
+    prog, m = plan.program, plan.machine
+    out = {"program": prog.file, "machine": m.name, "leaves": m.leaves,
+           **_stats_json(plan), "program_ops": program_ops(prog),
+           "plan_entries": len(plan.table), "instructions": []}
+    for ins, root in zip(prog.instructions, plan.roots):
+        row = {"line": ins.loc.line if ins.loc else None, "text": ins.to_text(),
+               "ops": root.task.ops, **_stats_json(plan, (root,)), "per_level": []}
+        for lv, nodes in enumerate(_by_level(plan, root)):
+            row["per_level"].append({"level": lv, "name": m.levels[lv].name,
+                                     "tasks": [_node_json(n, c, ins.operands) for n, c in nodes]})
+        out["instructions"].append(row)
+    return out
+
+
+def plan_text(plan: Plan, detail: bool = True) -> str:
+    prog, m = plan.program, plan.machine
+    lines = [f"{prog.file} on {m.name}: {len(prog.instructions)} instructions, {m.depth + 1} levels, "
+             f"{m.leaves:,} leaves; {len(plan.table)} distinct sub-problems planned"]
+    if detail:
+        for ins, root in zip(prog.instructions, plan.roots):
+            where = f"{prog.file}:{ins.loc.line}" if ins.loc else prog.file
+            lines += ["", f"{where}  {ins.to_text()}    ({root.task.ops:,} ops)"]
+            for lv, nodes in enumerate(_by_level(plan, root)):
+                for node, count in nodes[:SHOW_TASKS]:
+                    lines += _node_lines(node, count, lv, m, ins.operands)
+                if len(nodes) > SHOW_TASKS:
+                    lines.append(f"  level {lv}: ... and {len(nodes) - SHOW_TASKS} more distinct tasks")
+    stats, leaf_ops = plan_stats(plan)
+    lines += ["", f"{'level':<6}{'name':<10}{'nodes':>10}{'instructions':>14}{'bytes in':>16}"
+                  f"{'bytes out':>16}{'reduction ops':>16}"]
+    for s in stats:
+        lines.append(f"{s.level:<6}{s.name:<10}{s.nodes:>10,}{s.instructions:>14,}{s.bytes_in:>16,}"
+                     f"{s.bytes_out:>16,}{s.reduction_ops:>16,}")
+    lines.append(f"leaf ops {leaf_ops:,}; program ops {program_ops(prog):,} "
+                 f"(a multiply-accumulate counts as two)")
+    return "\n".join(lines)
+
+
+def _node_lines(node: NodePlan, count: int, lv: int, m, names) -> list[str]:
+    head = f"  level {lv} {m.levels[lv].name} x{count:,}: "
+    if node.kind == "leaf":
+        return [head + "computes " + node.task.text(names)]
+    if node.kind == "local":
+        return [head + "DMA " + node.task.text(names) + f"  ({node.local_bytes:,} bytes)"]
+    cuts = "; ".join(s.text() for s in node.splits if s.pieces * s.ways > 1) or "not cut"
+    out = [head + "receives " + node.task.text(names),
+           f"      split {cuts} -> {node.pieces:,} serial piece{'s' if node.pieces > 1 else ''}, "
+           f"{node.busy} of {m.levels[lv].fanout} children busy",
+           f"      emits {node.child_instructions:,} sub-instructions:"]
+    for t, n in node.children[:SHOW_TASKS]:
+        out.append(f"        {n:,} x {t.text(names)}")
+    if len(node.children) > SHOW_TASKS:
+        out.append(f"        ... and {len(node.children) - SHOW_TASKS} more shapes")
+    red = f", reduction ops {node.reduction_ops:,} (g={node.reduce})" if node.reduce else ""
+    out.append(f"      bytes down {node.bytes_down:,}, up {node.bytes_up:,}{red}")
+    out.append(f"      why: {node.why}")
+    return out

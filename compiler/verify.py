@@ -1,0 +1,104 @@
+"""Per-level statistics of a plan, and the invariants every plan must keep.
+
+Kept apart from the passes that build plans: `verify_plan` re-derives what must hold (every
+child's piece fits its memory, arithmetic ops are conserved from the program down to the leaves,
+every level moves at least the compulsory bytes) and raises an InternalError naming the
+invariant and the node where it broke.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from compiler.decompose import BUFFERING
+from compiler.plan import Plan, level_counts
+from isa.errors import InternalError
+from isa.opcodes import program_ops
+
+__all__ = ["LevelStats", "plan_stats", "verify_plan", "compulsory_bytes"]
+
+
+@dataclass(frozen=True)
+class LevelStats:
+    level: int
+    name: str
+    nodes: int
+    instructions: int        # tasks received by this level's nodes, all nodes together
+    bytes_in: int            # bytes its nodes load from their parents
+    bytes_out: int           # bytes its nodes write back to their parents
+    reduction_ops: int       # g work on its nodes' LFUs
+    local_bytes: int         # bytes its nodes move with their own DMA (data-movement instructions)
+
+
+def plan_stats(plan: Plan, roots=None) -> tuple[list[LevelStats], int]:
+    """Per-level totals (root first) and the leaf ops, for all instructions or the given roots."""
+    m = plan.machine
+    counts = level_counts(plan, roots)
+    rows = []
+    leaf_ops = 0
+    for lv, level in enumerate(m.levels):
+        inst = red = local = 0
+        for (task, l), c in counts.items():
+            if l != lv:
+                continue
+            node = plan.table[(task, l)]
+            inst += c
+            red += c * node.reduction_ops
+            local += c * node.local_bytes
+            if node.kind == "leaf":
+                leaf_ops += c * task.ops
+        down = up = 0
+        for (task, l), c in counts.items():
+            if l == lv - 1:
+                node = plan.table[(task, l)]
+                down += c * node.bytes_down
+                up += c * node.bytes_up
+        rows.append(LevelStats(lv, level.name, m.nodes_at(lv), inst, down, up, red, local))
+    return rows, leaf_ops
+
+
+def compulsory_bytes(plan: Plan) -> tuple[int, int]:
+    """Bytes every level below the root must load and store at least: each decomposed
+    instruction's inputs reach some leaf once, and its output comes back once."""
+    down = up = 0
+    for root in plan.roots:
+        if root.kind == "split":
+            down += sum(t.nbytes for t in root.task.inputs)
+            up += sum(t.nbytes for t in root.task.outputs)
+    return down, up
+
+
+def verify_plan(plan: Plan) -> None:
+    """Raise InternalError if any plan invariant is broken."""
+    m = plan.machine
+    for (task, level), node in plan.table.items():
+        where = f"level {level} ({m.levels[level].name}), {task.text()}"
+        if node.kind == "leaf" and level != m.depth:
+            raise InternalError("leaves are at the last level", where)
+        if node.kind != "split":
+            continue
+        budget = m.levels[level + 1].memory_bytes // BUFFERING
+        child_ops = 0
+        for child, n in node.children:
+            if (child, level + 1) not in plan.table:
+                raise InternalError("every child task has a plan", where, child.text())
+            if child.nbytes > budget:
+                raise InternalError("a child's piece fits its memory", where,
+                                    f"{child.text()} needs {child.nbytes} bytes, budget {budget}")
+            child_ops += n * child.ops
+        if task.opcode != "sort" and child_ops != task.ops:
+            raise InternalError("ops are conserved from a node to its children", where,
+                                f"children do {child_ops} ops, the task {task.ops}")
+        if node.bytes_down < 0 or node.bytes_up < 0 or node.reduction_ops < 0:
+            raise InternalError("bytes and reduction ops are non-negative", where)
+    stats, leaf_ops = plan_stats(plan)
+    total = program_ops(plan.program)
+    has_sort = any(r.task.opcode == "sort" for r in plan.roots)
+    if leaf_ops > total or (not has_sort and leaf_ops != total):
+        raise InternalError("leaf ops equal the program's ops", f"program {plan.program.file}",
+                            f"leaves do {leaf_ops}, the program {total}")
+    down, up = compulsory_bytes(plan)
+    for row in stats[1:]:
+        if row.bytes_in < down or row.bytes_out < up:
+            raise InternalError("every level moves at least the compulsory bytes",
+                                f"level {row.level} ({row.name})",
+                                f"in {row.bytes_in} < {down} or out {row.bytes_out} < {up}")

@@ -1,0 +1,1 @@
+"""The fractal machine simulator: leaf compute kernels and the machine model."""

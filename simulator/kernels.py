@@ -1,0 +1,456 @@
+"""Leaf compute kernels: what a leaf of the simulated machine actually computes, compiled by numba.
+
+`LEAF_KERNELS[opcode](inputs, attrs, out_type)` has the signature of, and returns the same values
+as, `isa.reference.SEMANTICS[opcode]`, which is the numpy reference for every kernel here: a
+fresh C-contiguous array of the destination's shape and dtype (float32 for f32, int32 for i32).
+Each entry is a thin Python wrapper that makes the sources contiguous arrays of the right dtype,
+turns attributes into plain numbers and calls an `@njit(cache=True)` kernel. Data movement
+(copy, reshape, transpose, slice, concat) does no arithmetic and stays plain numpy.
+
+Numerics: i32 add/sub/mul/reduce_sum wrap around like int32 arithmetic. matmul and conv2d
+multiply in float32 through BLAS (`np.dot`), so they agree with the float64-accumulating
+reference to about 1e-5 relative; every other f32 sum or transcendental is computed in float64
+and rounded once, like the reference. NaN propagates through max/argmax/argmin/sort as in numpy.
+Pooling and LRN follow ONNX (padded cells never win a max and are not counted by avgpool).
+
+`warm_up()` compiles (or loads from the on-disk cache) every kernel once on tiny inputs.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import numpy as np
+from numba import njit
+
+from isa.opcodes import OPCODES, conv_out, pads
+from isa.program import TensorType
+from isa.reference import NP_DTYPES
+
+__all__ = ["LEAF_KERNELS", "warm_up"]
+
+# error_model="numpy": x / 0 gives inf / nan (like numpy) instead of raising ZeroDivisionError
+jit = njit(cache=True, error_model="numpy")
+
+
+# ---------------------------------------------------------------- mac kernels
+
+@jit
+def _matmul_k(a, b):
+    # C[M,N] = A[M,K] @ B[K,N], float32 BLAS sgemm
+    return np.dot(a, b)
+
+
+@jit
+def _conv2d_k(x, w, s, pt, pl, ho, wo):
+    # Y[N,O,Ho,Wo] = X (*) W with zero padding: im2col per image, then one BLAS product W2 @ col
+    n, c, h, wd = x.shape
+    o, _, kh, kw = w.shape
+    w2 = w.reshape(o, c * kh * kw)
+    col = np.empty((c * kh * kw, ho * wo), np.float32)
+    y = np.empty((n, o, ho * wo), np.float32)
+    for b in range(n):
+        for ci in range(c):
+            for i in range(kh):
+                for j in range(kw):
+                    r = (ci * kh + i) * kw + j
+                    for oh in range(ho):
+                        hi = oh * s - pt + i
+                        for ow in range(wo):
+                            wi = ow * s - pl + j
+                            if 0 <= hi < h and 0 <= wi < wd:
+                                col[r, oh * wo + ow] = x[b, ci, hi, wi]
+                            else:
+                                col[r, oh * wo + ow] = 0.0
+        np.dot(w2, col, y[b])
+    return y.reshape(n, o, ho, wo)
+
+
+@jit
+def _eucdist_k(x, cen):
+    # D[m,n] = sum_k (X[m,k] - C[n,k])^2, differences taken directly, float64 accumulator
+    m, k = x.shape
+    d = np.empty((m, cen.shape[0]), np.float32)
+    for i in range(m):
+        for j in range(cen.shape[0]):
+            acc = 0.0
+            for q in range(k):
+                diff = np.float64(x[i, q]) - np.float64(cen[j, q])
+                acc += diff * diff
+            d[i, j] = acc
+    return d
+
+
+# ---------------------------------------------------------------- windows and channels
+
+@jit
+def _maxpool_k(x, k, s, pt, pl, ho, wo):
+    # ONNX MaxPool: max over the real cells of each k x k window (padding never wins); NaN wins
+    n, c, h, wd = x.shape
+    y = np.empty((n, c, ho, wo), np.float32)
+    for b in range(n):
+        for ch in range(c):
+            for oh in range(ho):
+                for ow in range(wo):
+                    m = -np.inf
+                    for hi in range(max(oh * s - pt, 0), min(oh * s - pt + k, h)):
+                        for wi in range(max(ow * s - pl, 0), min(ow * s - pl + k, wd)):
+                            v = x[b, ch, hi, wi]
+                            if v > m or v != v:
+                                m = v
+                    y[b, ch, oh, ow] = m
+    return y
+
+
+@jit
+def _avgpool_k(x, k, s, pt, pl, ho, wo):
+    # ONNX AveragePool, count_include_pad=0: sum of the real cells / number of real cells
+    n, c, h, wd = x.shape
+    y = np.empty((n, c, ho, wo), np.float32)
+    for b in range(n):
+        for ch in range(c):
+            for oh in range(ho):
+                for ow in range(wo):
+                    acc = 0.0
+                    cnt = 0
+                    for hi in range(max(oh * s - pt, 0), min(oh * s - pt + k, h)):
+                        for wi in range(max(ow * s - pl, 0), min(ow * s - pl + k, wd)):
+                            acc += x[b, ch, hi, wi]
+                            cnt += 1
+                    y[b, ch, oh, ow] = acc / cnt
+    return y
+
+
+@jit
+def _lrn_k(x, size, alpha, beta, k):
+    # ONNX LRN: x / (k + alpha/size * sum x^2 over channels c-floor((size-1)/2)..c+ceil((size-1)/2))^beta
+    n, c, h, w = x.shape
+    y = np.empty_like(x)
+    below = (size - 1) // 2
+    above = size - 1 - below
+    for b in range(n):
+        for ch in range(c):
+            lo, hi = max(0, ch - below), min(c - 1, ch + above)
+            for i in range(h):
+                for j in range(w):
+                    ss = 0.0
+                    for q in range(lo, hi + 1):
+                        v = np.float64(x[b, q, i, j])
+                        ss += v * v
+                    y[b, ch, i, j] = x[b, ch, i, j] / (k + alpha / size * ss) ** beta
+    return y
+
+
+# ---------------------------------------------------------------- elementwise (flat, pre-broadcast)
+
+@jit
+def _add_k(x, y, out):
+    # Z = X + Y (int32 wraps)
+    for i in range(out.size):
+        out[i] = x[i] + y[i]
+
+
+@jit
+def _sub_k(x, y, out):
+    # Z = X - Y (int32 wraps)
+    for i in range(out.size):
+        out[i] = x[i] - y[i]
+
+
+@jit
+def _mul_k(x, y, out):
+    # Z = X * Y (int32 wraps)
+    for i in range(out.size):
+        out[i] = x[i] * y[i]
+
+
+@jit
+def _div_k(x, y, out):
+    # Z = X / Y in float32 (x/0 gives inf or nan)
+    for i in range(out.size):
+        out[i] = x[i] / y[i]
+
+
+@jit
+def _relu_k(x, out):
+    # Y = max(X, 0) (NaN stays NaN, as np.maximum)
+    for i in range(out.size):
+        out[i] = 0 if x[i] < 0 else x[i]
+
+
+@jit
+def _sigmoid_k(x, out):
+    # Y = 1 / (1 + exp(-X)), in float64
+    for i in range(out.size):
+        out[i] = 1.0 / (1.0 + np.exp(-np.float64(x[i])))
+
+
+@jit
+def _tanh_k(x, out):
+    # Y = tanh(X), in float64
+    for i in range(out.size):
+        out[i] = np.tanh(np.float64(x[i]))
+
+
+@jit
+def _exp_k(x, out):
+    # Y = exp(X), in float64
+    for i in range(out.size):
+        out[i] = np.exp(np.float64(x[i]))
+
+
+# ---------------------------------------------------------------- over the last axis of [rows, n]
+
+@jit
+def _reduce_sum_k(x, zero, out):
+    # Y[r] = sum of row r; `zero` is float64 0 for f32 (round once) or int64 0 for i32 (wraps)
+    for r in range(x.shape[0]):
+        acc = zero
+        for i in range(x.shape[1]):
+            acc += x[r, i]
+        out[r] = acc
+
+
+@jit
+def _reduce_max_k(x, out):
+    # Y[r] = max of row r (NaN wins, as in numpy)
+    for r in range(x.shape[0]):
+        m = x[r, 0]
+        for i in range(1, x.shape[1]):
+            v = x[r, i]
+            if v > m or v != v:
+                m = v
+        out[r] = m
+
+
+@jit
+def _argmax_k(x, out):
+    # Y[r] = index of the first maximum of row r (the first NaN, if any, as in numpy)
+    for r in range(x.shape[0]):
+        best, at = x[r, 0], 0
+        if best == best:
+            for i in range(1, x.shape[1]):
+                v = x[r, i]
+                if v != v:
+                    at = i
+                    break
+                if v > best:
+                    best, at = v, i
+        out[r] = at
+
+
+@jit
+def _argmin_k(x, out):
+    # Y[r] = index of the first minimum of row r (the first NaN, if any, as in numpy)
+    for r in range(x.shape[0]):
+        best, at = x[r, 0], 0
+        if best == best:
+            for i in range(1, x.shape[1]):
+                v = x[r, i]
+                if v != v:
+                    at = i
+                    break
+                if v < best:
+                    best, at = v, i
+        out[r] = at
+
+
+@jit
+def _sort_k(x, out):
+    # Y[r] = row r sorted ascending, stable, NaN last (np.sort kind="stable"): bottom-up merge sort
+    n = x.shape[1]
+    buf = np.empty(n, x.dtype)
+    for r in range(x.shape[0]):
+        src, dst = out[r], buf
+        for i in range(n):
+            src[i] = x[r, i]
+        width = 1
+        while width < n:
+            for lo in range(0, n, 2 * width):
+                mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+                i, j = lo, mid
+                for k in range(lo, hi):
+                    # the right run goes first only when strictly smaller (NaN is the largest)
+                    if j < hi and (i >= mid or src[j] < src[i] or (src[i] != src[i] and src[j] == src[j])):
+                        dst[k] = src[j]
+                        j += 1
+                    else:
+                        dst[k] = src[i]
+                        i += 1
+            src, dst = dst, src
+            width *= 2
+        if src is buf:
+            for i in range(n):
+                out[r, i] = buf[i]
+
+
+@jit
+def _count_k(x, value, out):
+    # Y[r] = number of elements of row r equal to value
+    for r in range(x.shape[0]):
+        cnt = 0
+        for i in range(x.shape[1]):
+            if x[r, i] == value:
+                cnt += 1
+        out[r] = cnt
+
+
+# ---------------------------------------------------------------- wrappers
+
+def _c(a, dtype) -> np.ndarray:
+    """`a` as a writeable C-contiguous array of `dtype` (read-only arrays would compile anew)."""
+    a = np.ascontiguousarray(a, dtype)
+    return a if a.flags.writeable else a.copy()
+
+
+def _dt(t: TensorType) -> np.dtype:
+    return NP_DTYPES[t.dtype]
+
+
+def _src_dt(x: np.ndarray) -> np.dtype:
+    return np.dtype(np.int32) if x.dtype.kind in "iub" else np.dtype(np.float32)
+
+
+def _matmul(ins, a, t):
+    return _matmul_k(_c(ins[0], np.float32), _c(ins[1], np.float32))
+
+
+def _conv2d(ins, a, t):
+    x, w = _c(ins[0], np.float32), _c(ins[1], np.float32)
+    s, (pt, pl, pb, pr) = a["stride"], pads(a)
+    ho = conv_out(x.shape[2], w.shape[2], s, pt, pb)
+    wo = conv_out(x.shape[3], w.shape[3], s, pl, pr)
+    return _conv2d_k(x, w, s, pt, pl, ho, wo)
+
+
+def _pool(kernel):
+    def run(ins, a, t):
+        x = _c(ins[0], np.float32)
+        k, s, (pt, pl, pb, pr) = a["kernel"], a["stride"], pads(a)
+        ho, wo = conv_out(x.shape[2], k, s, pt, pb), conv_out(x.shape[3], k, s, pl, pr)
+        return kernel(x, k, s, pt, pl, ho, wo)
+    return run
+
+
+def _lrn(ins, a, t):
+    return _lrn_k(_c(ins[0], np.float32), int(a["size"]), float(a["alpha"]), float(a["beta"]),
+                  float(a["k"]))
+
+
+def _binary(kernel):
+    def run(ins, a, t):
+        dt = _dt(t)
+        shape = np.broadcast_shapes(np.shape(ins[0]), np.shape(ins[1]))
+        x, y = (_c(np.broadcast_to(np.asarray(v, dt), shape), dt).reshape(-1) for v in ins)
+        out = np.empty(x.size, dt)
+        kernel(x, y, out)
+        return out.reshape(t.shape)
+    return run
+
+
+def _unary(kernel):
+    def run(ins, a, t):
+        dt = _dt(t)
+        x = _c(ins[0], dt).reshape(-1)
+        out = np.empty(x.size, dt)
+        kernel(x, out)
+        return out.reshape(t.shape)
+    return run
+
+
+def _rows(x: np.ndarray, axis: int = -1) -> np.ndarray:
+    """x with `axis` moved last, as a C-contiguous [rows, n] array of f32 or i32."""
+    x = np.moveaxis(np.asarray(x), axis, -1)
+    return _c(x, _src_dt(x)).reshape(-1, x.shape[-1])
+
+
+def _over_rows(kernel, needs_elements=False, extra=None):
+    def run(ins, a, t):
+        x = _rows(ins[0], a.get("axis", -1))
+        if needs_elements and x.shape[1] == 0 and x.shape[0] > 0:
+            raise ValueError("attempt to reduce over an empty axis")
+        out = np.empty(x.shape[0], _dt(t))
+        kernel(x, *(extra(x, a) if extra else ()), out)
+        return out.reshape(t.shape)
+    return run
+
+
+def _sum_zero(x, a):
+    return (np.int64(0) if x.dtype == np.int32 else np.float64(0.0),)
+
+
+def _count(ins, a, t):
+    x, v = _rows(ins[0]), a["value"]
+    out = np.zeros(x.shape[0], np.int32)
+    if x.dtype == np.float32:                     # numpy compares f32 data with value cast to f32
+        _count_k(x, np.float32(v), out)
+    elif float(v).is_integer() and -2**31 <= v < 2**31:   # i32 data: no other value can match
+        _count_k(x, np.int32(v), out)
+    return out.reshape(t.shape)
+
+
+def _sort(ins, a, t):
+    x = _rows(ins[0])
+    out = np.empty_like(x)
+    _sort_k(x, out)
+    return out.reshape(t.shape)
+
+
+def _slice(ins, a, t):
+    x = np.asarray(ins[0])
+    ax = a["axis"] % x.ndim
+    index = [slice(None)] * x.ndim
+    index[ax] = slice(a["start"], a["start"] + t.shape[ax])
+    return np.array(x[tuple(index)], _dt(t), order="C")
+
+
+LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
+    "matmul": _matmul,
+    "conv2d": _conv2d,
+    "maxpool": _pool(_maxpool_k),
+    "avgpool": _pool(_avgpool_k),
+    "add": _binary(_add_k),
+    "sub": _binary(_sub_k),
+    "mul": _binary(_mul_k),
+    "div": _binary(_div_k),
+    "relu": _unary(_relu_k),
+    "sigmoid": _unary(_sigmoid_k),
+    "tanh": _unary(_tanh_k),
+    "exp": _unary(_exp_k),
+    "lrn": _lrn,
+    "reduce_sum": _over_rows(_reduce_sum_k, extra=_sum_zero),
+    "reduce_max": _over_rows(_reduce_max_k, needs_elements=True),
+    "argmax": _over_rows(_argmax_k, needs_elements=True),
+    "argmin": _over_rows(_argmin_k, needs_elements=True),
+    "eucdist": lambda ins, a, t: _eucdist_k(_c(ins[0], np.float32), _c(ins[1], np.float32)),
+    "sort": _sort,
+    "count": _count,
+    "transpose": lambda ins, a, t: np.array(np.transpose(ins[0], a["perm"]), _dt(t), order="C"),
+    "copy": lambda ins, a, t: np.array(ins[0], _dt(t), order="C"),
+    "reshape": lambda ins, a, t: np.array(ins[0], _dt(t), order="C").reshape(t.shape),
+    "slice": _slice,
+    "concat": lambda ins, a, t: np.ascontiguousarray(np.concatenate(ins, axis=a["axis"]), _dt(t)),
+}
+assert LEAF_KERNELS.keys() == OPCODES.keys(), "every opcode needs a leaf kernel"
+
+
+def warm_up() -> None:
+    """Compile every kernel once, for every dtype it serves, on tiny inputs (or load the cache)."""
+    f = np.ones((1, 2, 3, 3), np.float32)
+    f2, i2 = np.ones((2, 2), np.float32), np.ones((2, 2), np.int32)
+    cases = [("matmul", [f2, f2], {}, "f32", (2, 2)),
+             ("conv2d", [f, f], {"stride": 1, "pad": 1}, "f32", (1, 1, 3, 3)),
+             ("maxpool", [f], {"kernel": 2, "stride": 1, "pad": 0}, "f32", (1, 2, 2, 2)),
+             ("avgpool", [f], {"kernel": 2, "stride": 1, "pad": 0}, "f32", (1, 2, 2, 2)),
+             ("lrn", [f], {"size": 3, "alpha": 1e-4, "beta": 0.75, "k": 2.0}, "f32", f.shape),
+             ("eucdist", [f2, f2], {}, "f32", (2, 2))]
+    for op in ("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp"):
+        ins = [f2, f2] if op in ("add", "sub", "mul", "div") else [f2]
+        cases.append((op, ins, {}, "f32", (2, 2)))
+        if op in ("add", "sub", "mul", "relu"):                 # the ops that also take i32
+            cases.append((op, [i2] * len(ins), {}, "i32", (2, 2)))
+    for x, dt in ((f2, "f32"), (i2, "i32")):
+        for op in ("reduce_sum", "reduce_max", "argmax", "argmin"):
+            cases.append((op, [x], {"axis": 0}, dt if op.startswith("reduce") else "i32", (2,)))
+        cases += [("sort", [x], {}, dt, (2, 2)), ("count", [x], {"value": 1}, "i32", (2,))]
+    for op, ins, attrs, dt, shape in cases:
+        LEAF_KERNELS[op](ins, attrs, TensorType(dt, tuple(shape)))
