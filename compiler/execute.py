@@ -43,7 +43,7 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
             extents = [e for _, e in part]
             child_task, regions = sub_task(task, amap, starts, extents)
             child = plan.node(child_task, node.level + 1)
-            child_in = [np.ascontiguousarray(x[tuple(slice(lo, hi) for lo, hi in reg)])
+            child_in = [x[tuple(slice(lo, hi) for lo, hi in reg)].copy()
                         for x, reg in zip(inputs, regions[1:])]
             result = run_node(plan, child, child_in, leaf_fn)
             where = tuple(slice(lo, hi) for lo, hi in regions[0])
@@ -60,7 +60,7 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
             elif g == "add":
                 out[where] += result
             elif g == "max":
-                np.maximum(out[where], result, out=out[where])
+                out[where] = np.maximum(out[where], result)
             else:
                 out[where] = result
     if g == "merge" and len(run_bounds) > 1:
@@ -108,5 +108,5 @@ def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS) ->
     for ins, root in zip(program.instructions, plan.roots):
         n_out = root.task.spec.outputs
         inputs = [env[n] for n in ins.operands[n_out:]]
-        env[ins.operands[0]] = np.ascontiguousarray(run_node(plan, root, inputs, leaf_fn))
+        env[ins.operands[0]] = np.array(run_node(plan, root, inputs, leaf_fn), order="C")
     return {t.name: env[t.name] for t in program.outputs}

@@ -108,6 +108,17 @@ class Dim:
             return 0, self.size, 0, 0
         return 0, 1, 0, 0
 
+    def touched(self, axis_size: int) -> int:
+        """How many positions of this dimension the whole task reads (windows may skip some)."""
+        if self.kind != "window":
+            return self.extent(axis_size)
+        hit = [False] * self.size
+        for o in range(axis_size):
+            lo = o * self.stride - self.pad_lo
+            for i in range(max(lo, 0), min(lo + self.kernel, self.size)):
+                hit[i] = True
+        return sum(hit)
+
     def extent(self, extent: int) -> int:
         """Largest length of this dimension for an axis extent (interior window, full halo)."""
         if self.kind == "plain":
@@ -137,6 +148,13 @@ class AccessMap:
         n = self.dtype_bytes[i]
         for d in self.operands[i]:
             n *= d.extent(extents[d.axis] if d.axis >= 0 else 0)
+        return n
+
+    def touched_bytes(self, i: int) -> int:
+        """Bytes of operand i the whole task reads or writes: its compulsory traffic."""
+        n = self.dtype_bytes[i]
+        for d in self.operands[i]:
+            n *= d.touched(self.axes[d.axis].size if d.axis >= 0 else 0)
         return n
 
     def depends(self, i: int) -> frozenset[int]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 
 from compiler.decompose import BUFFERING
 from compiler.plan import Plan, level_counts
+from compiler.rules import access_map
 from isa.errors import InternalError
 from isa.opcodes import program_ops
 
@@ -57,13 +58,15 @@ def plan_stats(plan: Plan, roots=None) -> tuple[list[LevelStats], int]:
 
 
 def compulsory_bytes(plan: Plan) -> tuple[int, int]:
-    """Bytes every level below the root must load and store at least: each decomposed
-    instruction's inputs reach some leaf once, and its output comes back once."""
+    """Bytes every level below the root must load and store at least: what each decomposed
+    instruction reads of its inputs reaches some leaf once, and its output comes back once."""
     down = up = 0
     for root in plan.roots:
         if root.kind == "split":
-            down += sum(t.nbytes for t in root.task.inputs)
-            up += sum(t.nbytes for t in root.task.outputs)
+            amap = access_map(root.task)
+            n_out = root.task.spec.outputs
+            down += sum(amap.touched_bytes(i) for i in range(n_out, len(root.task.types)))
+            up += sum(amap.touched_bytes(i) for i in range(n_out))
     return down, up
 
 

@@ -240,7 +240,7 @@ def conform_feed(program: Program, name: str, arr: np.ndarray, where: str, origi
         raise UserError(f"{name} expects {want}, {origin} has shape {arr.shape}", where)
     target = NP_DTYPES[want.dtype]
     if arr.dtype == target:
-        return np.ascontiguousarray(arr)
+        return np.array(arr, order="C")
     if arr.dtype == _WIDER[want.dtype]:
         cast = arr.astype(target)
         if np.array_equal(cast.astype(arr.dtype), arr, equal_nan=want.dtype == "f32"):

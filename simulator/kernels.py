@@ -223,8 +223,8 @@ def _reduce_max_k(x, out):
 
 
 @jit
-def _argmax_k(x, out):
-    # Y[r] = index of the first maximum of row r (the first NaN, if any, as in numpy)
+def _argbest_k(x, largest, out):
+    # Y[r] = index of the first maximum (largest) or minimum of row r; the first NaN wins, as in numpy
     for r in range(x.shape[0]):
         best, at = x[r, 0], 0
         if best == best:
@@ -233,23 +233,7 @@ def _argmax_k(x, out):
                 if v != v:
                     at = i
                     break
-                if v > best:
-                    best, at = v, i
-        out[r] = at
-
-
-@jit
-def _argmin_k(x, out):
-    # Y[r] = index of the first minimum of row r (the first NaN, if any, as in numpy)
-    for r in range(x.shape[0]):
-        best, at = x[r, 0], 0
-        if best == best:
-            for i in range(1, x.shape[1]):
-                v = x[r, i]
-                if v != v:
-                    at = i
-                    break
-                if v < best:
+                if (v > best) if largest else (v < best):
                     best, at = v, i
         out[r] = at
 
@@ -316,7 +300,7 @@ def _matmul(ins, a, t):
 
 def _conv2d(ins, a, t):
     x, w = _c(ins[0], np.float32), _c(ins[1], np.float32)
-    s, (pt, pl, pb, pr) = a["stride"], pads(a)
+    s, (pl, pt, pb, pr) = a["stride"], pads(a)
     ho = conv_out(x.shape[2], w.shape[2], s, pt, pb)
     wo = conv_out(x.shape[3], w.shape[3], s, pl, pr)
     return _conv2d_k(x, w, s, pt, pl, ho, wo)
@@ -364,6 +348,7 @@ def _rows(x: np.ndarray, axis: int = -1) -> np.ndarray:
 
 
 def _over_rows(kernel, needs_elements=False, extra=None):
+    """Wrapper: rows of x along attrs["axis"], then kernel(rows, *extra(rows, attrs), out)."""
     def run(ins, a, t):
         x = _rows(ins[0], a.get("axis", -1))
         if needs_elements and x.shape[1] == 0 and x.shape[0] > 0:
@@ -419,8 +404,8 @@ LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "lrn": _lrn,
     "reduce_sum": _over_rows(_reduce_sum_k, extra=_sum_zero),
     "reduce_max": _over_rows(_reduce_max_k, needs_elements=True),
-    "argmax": _over_rows(_argmax_k, needs_elements=True),
-    "argmin": _over_rows(_argmin_k, needs_elements=True),
+    "argmax": _over_rows(_argbest_k, needs_elements=True, extra=lambda x, a: (True,)),
+    "argmin": _over_rows(_argbest_k, needs_elements=True, extra=lambda x, a: (False,)),
     "eucdist": lambda ins, a, t: _eucdist_k(_c(ins[0], np.float32), _c(ins[1], np.float32)),
     "sort": _sort,
     "count": _count,

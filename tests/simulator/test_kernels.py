@@ -41,16 +41,16 @@ def check(op, ins, out_shape, out_dtype="f32", rtol=1e-6, atol=1e-7, **attrs):
 
 
 def f32(rng, shape, scale=1.0):
-    return (rng.standard_normal(shape) * scale).astype(np.float32)
+    return np.asarray(rng.standard_normal(shape) * scale, np.float32)
 
 
 def i32(rng, shape, lo=-2**31, hi=2**31):
-    return rng.integers(lo, hi, shape, dtype=np.int32)
+    return np.asarray(rng.integers(lo, hi, shape, dtype=np.int32))
 
 
 def ties(rng, shape, dtype):
     """Values from a tiny range, so that maxima, minima and sort keys repeat."""
-    return rng.integers(-2, 3, shape).astype(dtype)
+    return np.asarray(rng.integers(-2, 3, shape), dtype)
 
 
 pad_of = lambda hi: st.one_of(st.integers(0, hi), st.tuples(*[st.integers(0, hi)] * 4))
