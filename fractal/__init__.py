@@ -5,9 +5,9 @@ modules every layer imports (`fractal.machine`) load without pulling in the whol
 """
 from importlib import import_module
 
-__all__ = ["load_program", "machine", "compile", "reference", "Machine", "Level", "Compute"]
+__all__ = ["load_program", "build_machine", "compile", "reference", "Machine", "Level", "Compute"]
 
-_LAZY = {"load_program": "fractal.api", "machine": "fractal.api", "reference": "fractal.api",
+_LAZY = {"load_program": "fractal.api", "build_machine": "fractal.api", "reference": "fractal.api",
          "compile": "fractal.api",
          "Machine": "fractal.machine", "Level": "fractal.machine", "Compute": "fractal.machine"}
 

@@ -15,7 +15,7 @@ from isa import reference as _ref
 from compiler import Plan, compile_program, verify_plan
 from fractal.machine import Machine, preset
 
-__all__ = ["load_program", "machine", "compile", "reference", "ReferenceResult"]
+__all__ = ["load_program", "build_machine", "compile", "reference", "ReferenceResult"]
 
 
 def load_program(source: str | Path | Program) -> Program:
@@ -27,7 +27,7 @@ def load_program(source: str | Path | Program) -> Program:
     return _load_program(source)
 
 
-def machine(name: str | Machine = "f1", depth: int | None = None,
+def build_machine(name: str | Machine = "f1", depth: int | None = None,
             fanout: int | tuple[int, ...] | None = None) -> Machine:
     """A preset or machine file, optionally re-scaled to `depth` fan-out stages of `fanout`."""
     m = name if isinstance(name, Machine) else preset(name)
@@ -36,9 +36,9 @@ def machine(name: str | Machine = "f1", depth: int | None = None,
     return m
 
 
-def compile(program: str | Path | Program, machine_: str | Machine = "f1") -> Plan:
+def compile(program: str | Path | Program, machine: str | Machine = "f1") -> Plan:
     """The verified decomposition plan of a program on a machine."""
-    plan = compile_program(load_program(program), machine(machine_))
+    plan = compile_program(load_program(program), build_machine(machine))
     verify_plan(plan)
     return plan
 

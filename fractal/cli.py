@@ -116,7 +116,7 @@ def _cmd_run(args, out) -> int:
     from isa.reference import save_outputs
     if not args.reference:
         program = api.load_program(args.file)          # still report program errors first
-        api.machine(args.machine, args.depth, args.fanout)
+        api.build_machine(args.machine, args.depth, args.fanout)
         raise UserError("the timing simulator is not available yet; run the numpy reference "
                         "interpreter with --reference", "fractal run")
     res = api.reference(args.file, args.input, args.inputs, args.seed)
@@ -141,7 +141,7 @@ def _cmd_run(args, out) -> int:
 def _cmd_compile(args, out) -> int:
     from fractal import api
     from compiler import plan_json, plan_text
-    plan = api.compile(args.file, api.machine(args.machine, args.depth, args.fanout))
+    plan = api.compile(args.file, api.build_machine(args.machine, args.depth, args.fanout))
     if args.json:
         json.dump(plan_json(plan), out, indent=2)
         out.write("\n")
