@@ -300,7 +300,7 @@ def _matmul(ins, a, t):
 
 def _conv2d(ins, a, t):
     x, w = _c(ins[0], np.float32), _c(ins[1], np.float32)
-    s, (pl, pt, pb, pr) = a["stride"], pads(a)
+    s, (pt, pl, pb, pr) = a["stride"], pads(a)
     ho = conv_out(x.shape[2], w.shape[2], s, pt, pb)
     wo = conv_out(x.shape[3], w.shape[3], s, pl, pr)
     return _conv2d_k(x, w, s, pt, pl, ho, wo)
@@ -368,7 +368,7 @@ def _count(ins, a, t):
     out = np.zeros(x.shape[0], np.int32)
     if x.dtype == np.float32:                     # numpy compares f32 data with value cast to f32
         _count_k(x, np.float32(v), out)
-    elif float(v).is_integer() and -2**31 <= v < 2**31:   # i32 data: no other value can match
+    elif -2**31 <= v < 2**31 and float(v).is_integer():   # i32 data: no other value can match
         _count_k(x, np.int32(v), out)
     return out.reshape(t.shape)
 

@@ -1,0 +1,133 @@
+"""The serial pieces of a split node, grouped into kinds, with the stage work of each kind.
+
+Along every axis a node's pieces are balanced ranges, and so are each piece's parts for the
+children; pieces differ only at remainders and at the borders of windows. A piece's *kind* is the
+tuple of its per-axis range signatures, so a node with thousands of pieces has a handful of kinds,
+and the stage work (bytes to load, children's tasks, reduction ops, bytes to store) is computed
+once per kind.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+
+from compiler.plan import NodePlan
+from compiler.rules import access_map, merge_ops, split_ranges, sub_task
+
+__all__ = ["PieceWork", "NodePieces"]
+
+
+@dataclass(frozen=True)
+class PieceWork:
+    """What one serial piece moves and runs."""
+    load_bytes: int                 # through the node's memory port (shared operands once if broadcast)
+    load_link_bytes: int            # over the busiest child's link
+    children: tuple                 # ((child task, how many children run it), ...)
+    reduce_ops: int                 # g work on the node's LFU for this piece
+    store_bytes: int
+    store_link_bytes: int
+
+
+class NodePieces:
+    """Piece kinds of one split NodePlan, in execution order (the last axis varies fastest)."""
+
+    def __init__(self, node: NodePlan, broadcast: bool):
+        self.node = node
+        self.task = node.task
+        self.amap = access_map(node.task)
+        self.broadcast = broadcast
+        self.red_axes = [a for a, ax in enumerate(self.amap.axes) if ax.reduce]
+        self.axis_kinds = []        # per axis: list of kind ids, one per piece, in order
+        self.kind_parts = []        # per axis: kind id -> (child ranges, is the first piece)
+        for a, split in enumerate(node.splits):
+            dims = [d for ds in self.amap.operands for d in ds if d.axis == a]
+            ids, parts, seen = [], [], {}
+            for ps, pe in split_ranges(split.size, split.pieces):
+                ranges = [(ps + s, e) for s, e in split_ranges(pe, split.ways)]
+                sig = (ps == 0, tuple((e,) + tuple(d.region(s, e)[1:] if d.kind == "window" else ()
+                                                   for d in dims) for s, e in ranges))
+                if sig not in seen:
+                    seen[sig] = len(parts)
+                    parts.append((ranges, ps == 0))
+                ids.append(seen[sig])
+            self.axis_kinds.append(ids)
+            self.kind_parts.append(parts)
+        self._work: dict = {}
+        self.final_reduce_ops = self._final_merge()
+
+    def sequence(self):
+        """The kind of every piece, in order."""
+        return itertools.product(*self.axis_kinds)
+
+    def counts(self) -> dict:
+        """How many pieces of each kind."""
+        per_axis = []
+        for ids in self.axis_kinds:
+            c: dict = {}
+            for i in ids:
+                c[i] = c.get(i, 0) + 1
+            per_axis.append(list(c.items()))
+        return {tuple(k for k, _ in combo): math.prod(n for _, n in combo)
+                for combo in itertools.product(*per_axis)}
+
+    def work(self, kind: tuple) -> PieceWork:
+        w = self._work.get(kind)
+        if w is None:
+            w = self._work[kind] = self._compute(kind)
+        return w
+
+    def _compute(self, kind: tuple) -> PieceWork:
+        task, amap = self.task, self.amap
+        per_axis = [self.kind_parts[a][k][0] for a, k in enumerate(kind)]
+        children: dict = {}
+        for combo in itertools.product(*per_axis):
+            child, _ = sub_task(task, amap, [s for s, _ in combo], [e for _, e in combo])
+            children[child] = children.get(child, 0) + 1
+        n_out = task.spec.outputs
+        load = store = 0
+        for i in range(len(task.types)):
+            dep = amap.depends(i)
+            total = amap.dtype_bytes[i]
+            for d in amap.operands[i]:
+                if d.kind in ("whole", "bcast"):
+                    total *= d.extent(0)
+            for a, ranges in enumerate(per_axis):
+                if a in dep:
+                    dims = [d for d in amap.operands[i] if d.axis == a]
+                    total *= sum(math.prod(d.region(s, e)[1] - d.region(s, e)[0] for d in dims)
+                                 for s, e in ranges)
+                elif not (self.broadcast and i >= n_out):
+                    total *= len(ranges)
+            if i < n_out:
+                store += total
+            else:
+                load += total
+        reduce_ops = 0
+        if self.node.reduce and self.node.reduce != "merge":
+            runs = math.prod(len(per_axis[a]) for a in self.red_axes)
+            first = all(self.kind_parts[a][kind[a]][1] for a in self.red_axes)
+            reduce_ops = self._piece_out_elems(per_axis) * (runs - 1 if first else runs)
+        return PieceWork(load, max(sum(t.nbytes for t in c.inputs) for c in children),
+                         tuple(children.items()), reduce_ops, store,
+                         max(sum(t.nbytes for t in c.outputs) for c in children))
+
+    def _piece_out_elems(self, per_axis) -> int:
+        """Elements of the piece's output region (reduction axes do not appear in it)."""
+        n = 1
+        for d in self.amap.operands[0]:
+            ranges = per_axis[d.axis]
+            n *= ranges[-1][0] + ranges[-1][1] - ranges[0][0]
+        return n
+
+    def _final_merge(self) -> int:
+        if self.node.reduce != "merge":
+            return 0
+        out = self.task.outputs[0]
+        runs = math.prod(_parts(s) for s in self.node.splits if s.reduce)
+        return merge_ops(out.size // out.shape[-1], out.shape[-1], runs)
+
+
+def _parts(split) -> int:
+    """Number of non-empty child ranges along an axis over all pieces."""
+    return sum(len(split_ranges(e, split.ways)) for _, e in split_ranges(split.size, split.pieces))
