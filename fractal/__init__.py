@@ -5,10 +5,10 @@ modules every layer imports (`fractal.machine`) load without pulling in the whol
 """
 from importlib import import_module
 
-__all__ = ["load_program", "build_machine", "compile", "reference", "Machine", "Level", "Compute"]
+__all__ = ["load_program", "build_machine", "compile", "run", "reference", "Machine", "Level", "Compute"]
 
 _LAZY = {"load_program": "fractal.api", "build_machine": "fractal.api", "reference": "fractal.api",
-         "compile": "fractal.api",
+         "compile": "fractal.api", "run": "fractal.api",
          "Machine": "fractal.machine", "Level": "fractal.machine", "Compute": "fractal.machine"}
 
 

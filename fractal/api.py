@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +13,10 @@ from isa.opcodes import program_ops
 from isa.program import Program
 from isa import reference as _ref
 from compiler import Plan, compile_program, verify_plan
+from simulator.report import Report
 from fractal.machine import Machine, preset
 
-__all__ = ["load_program", "build_machine", "compile", "reference", "ReferenceResult"]
+__all__ = ["load_program", "build_machine", "compile", "run", "reference", "ReferenceResult"]
 
 
 def load_program(source: str | Path | Program) -> Program:
@@ -43,6 +44,33 @@ def compile(program: str | Path | Program, machine: str | Machine = "f1") -> Pla
     return plan
 
 
+def _feeds(program: Program, inputs, inputs_npz, seed) -> dict:
+    if isinstance(inputs, dict):
+        feeds = _ref.load_feeds(program, [], inputs_npz, seed)
+        for name, value in inputs.items():
+            feeds[name] = _ref.conform_feed(program, name, np.asarray(value), f"inputs['{name}']",
+                                            "the array given")
+        return feeds
+    return _ref.load_feeds(program, list(inputs or []), inputs_npz, seed)
+
+
+def run(program: str | Path | Program, machine: str | Machine = "f1", *, functional: bool = True,
+        inputs: list[str] | dict | None = None, inputs_npz: str | None = None, seed: int = 0,
+        exact: bool = False, trace: str | Path | None = None, progress=None) -> Report:
+    """Compile and simulate a program: cycles, utilization, traffic, energy, and (functional
+    mode) the outputs computed by the leaves. `trace` writes a Chrome/Perfetto trace (exact mode)."""
+    from simulator.run import simulate
+    from simulator.trace import write_trace
+    program = load_program(program)
+    plan = compile(program, machine)
+    feeds = _feeds(program, inputs, inputs_npz, seed) if functional else None
+    report, engine = simulate(plan, "exact" if exact or trace else "symmetric", functional, feeds,
+                              trace=trace is not None, progress=progress)
+    if trace is not None:
+        write_trace(engine.events, plan.machine, trace)
+    return report
+
+
 @dataclass
 class ReferenceResult:
     program: Program
@@ -50,7 +78,6 @@ class ReferenceResult:
     ops: int
     wall_seconds: float
     seed: int
-    inputs_from: dict[str, str] = field(default_factory=dict)
 
     def to_json(self) -> dict:
         outs = {}
@@ -73,13 +100,7 @@ def reference(program: str | Path | Program, inputs: list[str] | dict | None = N
     tensors not given come from a generator seeded with `seed`.
     """
     program = load_program(program)
-    if isinstance(inputs, dict):
-        feeds = _ref.load_feeds(program, [], inputs_npz, seed)
-        for name, value in inputs.items():
-            feeds[name] = _ref.conform_feed(program, name, np.asarray(value), f"inputs['{name}']",
-                                            "the array given")
-    else:
-        feeds = _ref.load_feeds(program, list(inputs or []), inputs_npz, seed)
+    feeds = _feeds(program, inputs, inputs_npz, seed)
     start = time.perf_counter()
     outputs = _ref.run_reference(program, feeds)
     return ReferenceResult(program, outputs, program_ops(program), time.perf_counter() - start, seed)

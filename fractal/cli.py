@@ -78,10 +78,17 @@ def build_parser() -> argparse.ArgumentParser:
     c = sub.add_parser("check", help="parse and check programs, reporting every problem")
     c.add_argument("files", nargs="+", metavar="FILE")
 
-    r = sub.add_parser("run", help="run a program (reference interpreter with --reference)")
+    r = sub.add_parser("run", help="simulate a program on a machine (or --reference: numpy)")
     r.add_argument("file", metavar="FILE")
     r.add_argument("--reference", action="store_true", help="run the numpy reference interpreter")
     r.add_argument("--json", action="store_true", help="print a machine-readable report")
+    r.add_argument("--timing-only", action="store_true",
+                   help="simulate timing and energy only; leaves compute no data (faster)")
+    r.add_argument("--exact", action="store_true",
+                   help="simulate every node one by one (small machines) instead of one node per "
+                        "distinct sub-problem; the results are the same")
+    r.add_argument("--trace", metavar="FILE.json",
+                   help="write a Chrome/Perfetto trace of every node's pipeline (implies --exact)")
     _machine_args(r)
     _data_args(r)
 
@@ -111,30 +118,46 @@ def _cmd_check(args, out) -> int:
     return EXIT_USAGE if failed else EXIT_OK
 
 
+def _progress(i: int, n: int, what: str):
+    print(f"\r  simulated {i}/{n} instructions ({what})".ljust(60), end="" if i < n else "\n",
+          file=sys.stderr, flush=True)
+
+
 def _cmd_run(args, out) -> int:
     from fractal import api
     from isa.reference import save_outputs
-    if not args.reference:
-        program = api.load_program(args.file)          # still report program errors first
-        api.build_machine(args.machine, args.depth, args.fanout)
-        raise UserError("the timing simulator is not available yet; run the numpy reference "
-                        "interpreter with --reference", "fractal run")
-    res = api.reference(args.file, args.input, args.inputs, args.seed)
+    if args.reference:
+        res = api.reference(args.file, args.input, args.inputs, args.seed)
+        report = res.to_json()
+        outputs = res.outputs
+        text = [f"{res.program.file}: reference run, {report['instructions']} instructions, "
+                f"{res.ops:,} ops, seed {res.seed}"]
+        for name, s in report["outputs"].items():
+            shape = "[" + ", ".join(map(str, s["shape"])) + "]"
+            stats = f"min {s['min']:.6g}  max {s['max']:.6g}  mean {s['mean']:.6g}" if "min" in s else ""
+            text.append(f"  {name:<12} {s['dtype']}{shape:<18} {stats}")
+        text = "\n".join(text)
+    else:
+        if args.timing_only and (args.input or args.inputs or args.save_outputs):
+            raise UserError("--timing-only computes no data: drop --input/--inputs/--save-outputs, "
+                            "or drop --timing-only", "--timing-only")
+        machine = api.build_machine(args.machine, args.depth, args.fanout)
+        res = api.run(args.file, machine, functional=not args.timing_only, inputs=args.input,
+                      inputs_npz=args.inputs, seed=args.seed, exact=args.exact, trace=args.trace,
+                      progress=_progress if sys.stderr.isatty() and not args.json else None)
+        report, outputs, text = res.to_json(), res.outputs, res.text()
     if args.save_outputs:
-        save_outputs(res.outputs, args.save_outputs, where="--save-outputs")
+        save_outputs(outputs, args.save_outputs, where="--save-outputs")
     if args.json:
-        json.dump(res.to_json(), out, indent=2)
+        json.dump(report, out, indent=2)
         out.write("\n")
         return EXIT_OK
-    report = res.to_json()
-    print(f"{res.program.file}: reference run, {report['instructions']} instructions, "
-          f"{res.ops:,} ops, seed {res.seed}", file=out)
-    for name, s in report["outputs"].items():
-        shape = "[" + ", ".join(map(str, s["shape"])) + "]"
-        stats = (f"min {s['min']:.6g}  max {s['max']:.6g}  mean {s['mean']:.6g}" if "min" in s else "")
-        print(f"  {name:<12} {s['dtype']}{shape:<18} {stats}", file=out)
+    print(text, file=out)
     if args.save_outputs:
         print(f"outputs written to {args.save_outputs}/", file=out)
+    if getattr(args, "trace", None):
+        print(f"trace written to {args.trace} (open it in ui.perfetto.dev or chrome://tracing)",
+              file=out)
     return EXIT_OK
 
 

@@ -213,3 +213,21 @@ class Engine:
         yield simpy.AllOf(env, procs)
         if totals.slowest_child is None:
             totals.slowest_child = ((children[0].task, children[0].level), 0)
+
+    # ------------------------------------------------------------ analysis
+    def bound(self, node: NodePlan) -> str:
+        """What bounds a node's time: compute, bandwidth, latency or reduction (the busiest
+        stage; when the children's execution is, what bounds the slowest child)."""
+        t = self.totals.get((node.task, node.level))
+        if t is None:
+            return "latency"
+        if node.kind == "leaf":
+            return "compute" if t.leaf_compute >= t.leaf_memory else "bandwidth"
+        if node.kind == "local":
+            return "bandwidth"
+        stages = {"execute": t.execute, "bandwidth": t.transfer, "latency": t.latency,
+                  "reduction": t.reduce}
+        top = max(stages, key=stages.get)
+        if top == "execute" and t.slowest_child is not None:
+            return self.bound(self.plan.node(*t.slowest_child[0]))
+        return top

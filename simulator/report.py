@@ -1,0 +1,133 @@
+"""The report of a simulated run, its text and JSON forms, and the invariants checked on it."""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from isa.errors import InternalError
+
+__all__ = ["InstructionReport", "Report", "check_report"]
+
+
+@dataclass(frozen=True)
+class InstructionReport:
+    line: int | None
+    text: str
+    cycles: int
+    ops: int
+    utilization: float
+    bound: str                  # compute, bandwidth, latency or reduction
+    energy_joules: float
+
+
+@dataclass
+class Report:
+    program: str
+    machine: str
+    mode: str                   # symmetric or exact
+    functional: bool
+    cycles: int
+    seconds: float
+    ops: int
+    peak_ops_per_second: float
+    utilization: float
+    energy_joules: float
+    energy_breakdown: dict
+    leaves: int
+    levels: list                # per level, root first: name, nodes, instructions, bytes, reduction ops
+    instructions: list          # InstructionReport per program instruction
+    compulsory_bytes: tuple     # (down, up) every level below the root must move at least
+    leaf_compute_joules: float
+    wall_seconds: float = 0.0
+    outputs: dict = field(default_factory=dict, repr=False)
+
+    @property
+    def traffic_bytes(self) -> list[int]:
+        return [lv["bytes_in"] + lv["bytes_out"] for lv in self.levels]
+
+    @property
+    def bytes_down(self) -> list[int]:
+        return [lv["bytes_in"] for lv in self.levels]
+
+    @property
+    def bytes_up(self) -> list[int]:
+        return [lv["bytes_out"] for lv in self.levels]
+
+    @property
+    def reduction_ops(self) -> int:
+        return sum(lv["reduction_ops"] for lv in self.levels)
+
+    @property
+    def ops_per_joule(self) -> float:
+        return self.ops / self.energy_joules if self.energy_joules else 0.0
+
+    def to_json(self) -> dict:
+        out = {
+            "program": self.program, "machine": self.machine, "mode": self.mode,
+            "functional": self.functional, "cycles": self.cycles, "seconds": self.seconds,
+            "ops": self.ops, "peak_ops_per_second": self.peak_ops_per_second,
+            "utilization": self.utilization, "energy_joules": self.energy_joules,
+            "energy_breakdown_joules": self.energy_breakdown, "ops_per_joule": self.ops_per_joule,
+            "traffic_bytes": self.traffic_bytes, "bytes_down": self.bytes_down,
+            "bytes_up": self.bytes_up, "reduction_ops": self.reduction_ops, "leaves": self.leaves,
+            "levels": self.levels,
+            "root_instructions": len(self.instructions),
+            "leaf_instructions": self.levels[-1]["instructions"],
+            "instructions": [vars(i).copy() for i in self.instructions],
+            "wall_seconds": self.wall_seconds,
+        }
+        if self.outputs:
+            out["outputs"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype),
+                                  "mean": float(np.mean(v, dtype=np.float64)) if v.size else 0.0}
+                              for k, v in self.outputs.items()}
+        return out
+
+    def text(self) -> str:
+        lines = [
+            f"{self.program} on {self.machine} ({self.leaves:,} leaves, {self.mode} simulation"
+            f"{', functional' if self.functional else ', timing only'})",
+            f"  cycles        {self.cycles:,}  ({self.seconds * 1e6:,.3f} us)",
+            f"  ops           {self.ops:,}  ({self.ops / self.seconds / 1e12 if self.seconds else 0:,.3f}"
+            f" Tops/s of {self.peak_ops_per_second / 1e12:,.3f} peak, utilization "
+            f"{self.utilization:.1%})",
+            f"  energy        {self.energy_joules * 1e3:,.4f} mJ  ({self.ops_per_joule / 1e12:,.3f} "
+            f"Tops/J; " + ", ".join(f"{k} {v * 1e3:.3g}" for k, v in self.energy_breakdown.items())
+            + " mJ)",
+            "",
+            f"  {'level':<6}{'name':<10}{'nodes':>10}{'instructions':>14}{'bytes in':>16}"
+            f"{'bytes out':>16}{'reduction ops':>15}",
+        ]
+        for lv in self.levels:
+            lines.append(f"  {lv['level']:<6}{lv['name']:<10}{lv['nodes']:>10,}{lv['instructions']:>14,}"
+                         f"{lv['bytes_in']:>16,}{lv['bytes_out']:>16,}{lv['reduction_ops']:>15,}")
+        lines += ["", f"  {'line':>5}  {'cycles':>12} {'util':>6}  {'bound':<10} instruction"]
+        for i in self.instructions:
+            lines.append(f"  {i.line or '':>5}  {i.cycles:>12,} {i.utilization:>6.1%}  {i.bound:<10} "
+                         f"{i.text}")
+        return "\n".join(lines)
+
+
+def check_report(r: Report) -> None:
+    """The run-time invariants; a violation names the invariant, the instruction and the node."""
+    def fail(invariant, where, detail=""):
+        raise InternalError(invariant, f"{r.program} on {r.machine}, {where}", detail)
+    for i in r.instructions:
+        where = f"line {i.line} '{i.text}' (root node)"
+        if not (i.cycles > 0 and math.isfinite(i.cycles)):
+            fail("cycles are positive and finite", where, f"{i.cycles} cycles")
+        if not 0 <= i.utilization <= 1 + 1e-12:
+            fail("utilization is at most 1", where, f"utilization {i.utilization}")
+    if not (r.cycles > 0 and math.isfinite(r.seconds)):
+        fail("cycles are positive and finite", "whole program", f"{r.cycles} cycles")
+    if not 0 <= r.utilization <= 1 + 1e-12:
+        fail("utilization is at most 1", "whole program", f"utilization {r.utilization}")
+    down, up = r.compulsory_bytes
+    for lv in r.levels[1:]:
+        if lv["bytes_in"] < down or lv["bytes_out"] < up:
+            fail("traffic is at least the compulsory traffic", f"level {lv['level']} ({lv['name']})",
+                 f"in {lv['bytes_in']} < {down} or out {lv['bytes_out']} < {up}")
+    if r.energy_joules < r.leaf_compute_joules:
+        fail("energy is at least the leaf compute energy", "whole program",
+             f"{r.energy_joules} J < {r.leaf_compute_joules} J")

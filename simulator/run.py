@@ -1,0 +1,89 @@
+"""The simulator's driver: a plan on a machine -> cycles, energy, outputs, one checked report."""
+from __future__ import annotations
+
+import time
+
+from compiler.execute import execute_plan
+from compiler.plan import Plan, level_counts
+from compiler.verify import compulsory_bytes, plan_stats
+from isa.errors import InternalError, UserError
+from simulator.energy import plan_energy
+from simulator.engine import Engine
+from simulator.report import InstructionReport, Report, check_report
+
+__all__ = ["simulate", "EXACT_MODE_LIMIT"]
+
+#: the most node tasks exact mode will simulate one by one (symmetric mode has no such limit)
+EXACT_MODE_LIMIT = 200_000
+
+
+def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feeds: dict | None = None,
+             trace: bool = False, progress=None) -> tuple[Report, Engine]:
+    """Simulate a plan. `progress(i, n, text)` is called as each root instruction finishes."""
+    start = time.perf_counter()
+    m = plan.machine
+    if mode == "exact":
+        tasks = sum(level_counts(plan).values())
+        if tasks > EXACT_MODE_LIMIT:
+            raise UserError(f"exact simulation would run {tasks:,} node tasks one by one (limit "
+                            f"{EXACT_MODE_LIMIT:,}); use the symmetric mode", "--exact")
+    engine = Engine(plan, mode, trace)
+    if mode == "symmetric":
+        cycles = []
+        for i, root in enumerate(plan.roots):
+            cycles.append(engine.duration(root))
+            if progress:
+                progress(i + 1, len(plan.roots), root.task.opcode)
+    else:
+        cycles = engine.instruction_cycles()
+    _check_pieces(engine)
+
+    total = sum(cycles)
+    seconds = total / m.frequency_hz
+    peak = m.peak_ops_per_cycle
+    rows = []
+    for ins, root, c in zip(plan.program.instructions, plan.roots, cycles):
+        e = plan_energy(plan, c / m.frequency_hz, (root,))
+        rows.append(InstructionReport(ins.loc.line if ins.loc else None, ins.to_text(), c,
+                                      root.task.ops, root.task.ops / (c * peak) if c else 0.0,
+                                      engine.bound(root), e.total))
+    energy = plan_energy(plan, seconds)
+    stats, _ = plan_stats(plan)
+    ops = sum(r.task.ops for r in plan.roots)
+    outputs = execute_plan(plan, feeds, _leaf_kernels()) if functional else {}
+    report = Report(
+        program=plan.program.file, machine=m.name, mode=mode, functional=functional,
+        cycles=total, seconds=seconds, ops=ops, peak_ops_per_second=m.peak_ops_per_second,
+        utilization=ops / (total * peak) if total else 0.0, energy_joules=energy.total,
+        energy_breakdown=energy.to_json(), leaves=m.leaves,
+        levels=[{"level": s.level, "name": s.name, "nodes": s.nodes,
+                 "instructions": s.instructions, "bytes_in": s.bytes_in, "bytes_out": s.bytes_out,
+                 "reduction_ops": s.reduction_ops, "local_bytes": s.local_bytes} for s in stats],
+        instructions=rows, compulsory_bytes=compulsory_bytes(plan),
+        leaf_compute_joules=energy.compute, outputs=outputs)
+    check_report(report)
+    report.wall_seconds = time.perf_counter() - start
+    return report, engine
+
+
+def _leaf_kernels():
+    from simulator.kernels import LEAF_KERNELS
+    return LEAF_KERNELS
+
+
+def _check_pieces(engine: Engine) -> None:
+    """The simulated pieces move exactly the bytes and reduction work the plan counted."""
+    for (task, level), pieces in engine._pieces.items():
+        node = pieces.node
+        down = up = red = 0
+        for kind, n in pieces.counts().items():
+            w = pieces.work(kind)
+            down += n * w.load_bytes
+            up += n * w.store_bytes
+            red += n * w.reduce_ops
+        red += pieces.final_reduce_ops
+        if (down, up, red) != (node.bytes_down, node.bytes_up, node.reduction_ops):
+            raise InternalError("simulated traffic and reduction work equal the plan's",
+                                f"level {level}, {task.text()}",
+                                f"simulated {(down, up, red)}, planned "
+                                f"{(node.bytes_down, node.bytes_up, node.reduction_ops)}")
