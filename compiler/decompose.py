@@ -8,13 +8,16 @@ room for BUFFERING pieces in flight (double buffering: the next piece loads whil
 The choice minimises a stated cost, the node's estimated cycles for the whole task under the
 per-level pipeline model (docs/compiler.md):
 
-    cycles = decode + N * max(load, execute, reduce, store) + (the other stages once: fill, drain)
+    cycles = decode + N * per_piece + (one piece's whole journey - per_piece: fill and drain)
+    per_piece = max(port, execute, reduce, (load + execute + reduce + store) / BUFFERING)
 
-where load/store are bytes over the parent's memory port and the child's link (operands every
-child shares count once when the level broadcasts), execute is the child's ops over its subtree's
-peak rate, and reduce is g work over the LFU's rate. Ties go to fewer bytes moved plus reduction
-ops, then to less load imbalance. Every parallel candidate is searched; serial cuts are found by
-halving the axis whose cut costs least, until the piece fits.
+where load/store are bytes over the parent's memory port and the child's link plus the link
+latency (operands every child shares count once when the level broadcasts), port is the loads'
+and stores' bytes together over the port (one memory port serves both), execute is the child's
+ops over its subtree's peak rate, and reduce is g work over the LFU's rate. Ties go to fewer bytes
+moved plus reduction ops, then to less load imbalance. Every maximal parallel split (no axis could
+take one more way within the fan-out) is searched; serial cuts are found by halving the axis whose cut costs least, until
+the piece fits, and a few cuts more while they lower the cost (deeper pipelining).
 """
 from __future__ import annotations
 
@@ -210,6 +213,8 @@ class _CostModel:
         self.deps = [amap.depends(i) for i in range(len(task.types))]
         self.reduce_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce]
         self.out_elems = task.outputs[0].size
+        self.merge = any(amap.axes[a].reduce == "merge" for a in self.reduce_axes)
+        self.row = task.outputs[0].shape[-1] if task.outputs[0].rank else 1
 
     def child_extents(self, pieces, ways):
         return [ceil_div(ceil_div(s, n), p) for s, n, p in zip(self.sizes, pieces, ways)]
@@ -244,10 +249,16 @@ class _CostModel:
         store = max(up / bw, link_out / self.child.link_bandwidth) + lat
         execute = self.ops * math.prod(ext) / self.points / self.rate
         runs = math.prod(pieces[a] * busy_ways[a] for a in self.reduce_axes) if self.reduce_axes else 1
-        red = self.out_elems * (runs - 1)
+        if self.merge:
+            red = merge_ops(self.out_elems // self.row, self.row, runs)
+        else:
+            red = self.out_elems * (runs - 1)
         reduce = red / n_pieces / self.node.lfu_ops_per_cycle
-        stages = (load, execute, reduce, store)
-        cycles = self.node.decode_cycles + n_pieces * max(stages) + sum(stages) - max(stages)
+        # steady state per piece: the memory port carries loads and stores alike, and with
+        # BUFFERING pieces in flight a piece's whole journey is shared by that many pieces
+        journey = load + execute + reduce + store
+        per_piece = max((down + up) / bw, execute, reduce, journey / BUFFERING)
+        cycles = self.node.decode_cycles + n_pieces * per_piece + journey - per_piece
         moved = n_pieces * (down + up) + red
         imbalance = math.prod(ext) * n_pieces * busy / self.points
         return (cycles, moved, imbalance)
