@@ -17,14 +17,12 @@ leaves; what grows with the fan-out is the parallel-split search at each node.
 from __future__ import annotations
 
 import argparse
-import datetime
-import os
-import platform
 import sys
 import time
 from pathlib import Path
 
 from compiler import compile_program, verify_plan
+from host import header
 from fractal.machine import preset
 from isa.checker import load_program, parse_program
 
@@ -41,17 +39,6 @@ tensor w : f32[256, 256, 3, 3]  param
 tensor y : f32[1, 256, 56, 56]  output
 conv2d y, x, w, stride=1, pad=1
 """
-
-
-def cpu_model() -> str:
-    """The CPU's model name (from /proc/cpuinfo on Linux), or what `platform` knows."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def measure(program, machine, repeat: int) -> dict:
@@ -105,14 +92,9 @@ def main(argv=None) -> int:
     ]
     compile_program(workloads[0][1], machines[0])      # warm-up, untimed: imports, first calls
     started = time.perf_counter()
-    now = datetime.datetime.now().astimezone()
-    lines = ["## Compile time against machine size", "",
-             f"- date: {now:%Y-%m-%d %H:%M %Z}",
-             f"- host: {platform.platform()}, {platform.machine()}, "
-             f"{cpu_model()}, {os.cpu_count()} CPUs (the compiler uses one)",
-             f"- Python {platform.python_version()} ({platform.python_implementation()})",
-             f"- machines: preset f1 re-scaled with `rescaled(depth, fanout)`; wall time of "
-             f"`compiler.compile_program`, best of {args.repeat}", ""]
+    lines = header("Compile time against machine size",
+                   f"machines: preset f1 re-scaled with `rescaled(depth, fanout)`; wall time of "
+                   f"`compiler.compile_program`, best of {args.repeat} (one CPU used)")
     for title, program in workloads:
         n = len(program.instructions)
         rows = []

@@ -43,7 +43,7 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
             extents = [e for _, e in part]
             child_task, regions = sub_task(task, amap, starts, extents)
             child = plan.node(child_task, node.level + 1)
-            child_in = [x[tuple(slice(lo, hi) for lo, hi in reg)].copy()
+            child_in = [x[tuple(slice(lo, hi) for lo, hi in reg)]
                         for x, reg in zip(inputs, regions[1:])]
             result = run_node(plan, child, child_in, leaf_fn)
             where = tuple(slice(lo, hi) for lo, hi in regions[0])

@@ -1,0 +1,28 @@
+"""What machine a benchmark ran on, for the header of its report."""
+from __future__ import annotations
+
+import datetime
+import os
+import platform
+from pathlib import Path
+
+
+def cpu_model() -> str:
+    """The CPU's model name (from /proc/cpuinfo on Linux), or what `platform` knows."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def header(title: str, what: str) -> list[str]:
+    """Markdown lines: the title, the date, the host, Python, and what was measured."""
+    now = datetime.datetime.now().astimezone()
+    return [f"## {title}", "", f"- date: {now:%Y-%m-%d %H:%M %Z}",
+            f"- host: {platform.platform()}, {platform.machine()}, {cpu_model()}, "
+            f"{os.cpu_count()} CPUs",
+            f"- Python {platform.python_version()} ({platform.python_implementation()})",
+            f"- {what}", ""]
