@@ -22,7 +22,7 @@ import time
 from pathlib import Path
 
 from compiler import compile_program, verify_plan
-from host import header
+from host import emit, header
 from fractal.machine import preset
 from isa.checker import load_program, parse_program
 
@@ -104,10 +104,7 @@ def main(argv=None) -> int:
                   flush=True)
         lines += table(f"{title}, {n} instruction{'s' if n > 1 else ''}", rows)
     lines.append(f"Total benchmark time {time.perf_counter() - started:.1f} s.")
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    emit(lines, args.out)
     return 0
 
 

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -15,19 +14,10 @@ import numpy as np
 from compiler import compile_program, execute_plan
 from compiler.plan import level_counts
 from fractal.machine import preset
-from host import header
+from host import best, emit, header
 from isa.checker import parse_program
 from isa.reference import generate_feeds
 from simulator.kernels import LEAF_KERNELS
-
-
-def best(fn, repeat):
-    times = []
-    for _ in range(repeat):
-        start = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - start)
-    return min(times)
 
 
 def main(argv=None) -> int:
@@ -47,17 +37,14 @@ def main(argv=None) -> int:
     for m in (preset("f1").rescaled(3, 4), preset("f1").rescaled(2, 8)):
         plan = compile_program(program, m)
         out = execute_plan(plan, feeds, LEAF_KERNELS)          # warm-up: kernels compiled/loaded
-        t_fractal = best(lambda: execute_plan(plan, feeds, LEAF_KERNELS), args.repeat)
-        t_numpy = best(lambda: feeds["a"] @ feeds["b"], args.repeat)
+        t_fractal, _ = best(lambda: execute_plan(plan, feeds, LEAF_KERNELS), args.repeat)
+        t_numpy, _ = best(lambda: feeds["a"] @ feeds["b"], args.repeat)
         err = float(np.abs(out["c"] - feeds["a"] @ feeds["b"]).max())
         leaf_tasks = sum(c for (_, lv), c in level_counts(plan).items() if lv == m.depth)
         lines.append(f"| {m.name} ({m.leaves} leaves) | {leaf_tasks:,} | {t_fractal:.3f} | "
                      f"{t_numpy:.3f} | {t_numpy / t_fractal:.2f} | {err:.2e} |")
         print(lines[-1], file=sys.stderr, flush=True)
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    emit(lines, args.out)
     return 0
 
 

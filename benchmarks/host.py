@@ -4,6 +4,7 @@ from __future__ import annotations
 import datetime
 import os
 import platform
+import time
 from pathlib import Path
 
 
@@ -26,3 +27,21 @@ def header(title: str, what: str) -> list[str]:
             f"{os.cpu_count()} CPUs",
             f"- Python {platform.python_version()} ({platform.python_implementation()})",
             f"- {what}", ""]
+
+
+def best(fn, repeat: int):
+    """The shortest wall time of `repeat` calls of fn, and the last call's result."""
+    times, out = [], None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        out = fn()
+        times.append(time.perf_counter() - start)
+    return min(times), out
+
+
+def emit(lines: list[str], out: str | None) -> None:
+    """Print the report, and write it to `out` when given."""
+    text = "\n".join(lines) + "\n"
+    print(text, end="")
+    if out:
+        Path(out).write_text(text, encoding="utf-8")

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from compiler import compile_program
 from fractal.machine import preset
-from host import header
+from host import best, emit, header
 from isa.checker import load_program, parse_program
 from simulator.run import simulate
 
@@ -24,15 +24,6 @@ ROOT = Path(__file__).resolve().parent.parent
 MACHINES = ((4, 2), (4, 4), (4, 8), (4, 16), (4, 32))
 CONV3_2 = ("tensor x : f32[1, 256, 56, 56] input\ntensor w : f32[256, 256, 3, 3] param\n"
            "tensor y : f32[1, 256, 56, 56] output\nconv2d y, x, w, stride=1, pad=1\n")
-
-
-def best(fn, repeat):
-    times, out = [], None
-    for _ in range(repeat):
-        start = time.perf_counter()
-        out = fn()
-        times.append(time.perf_counter() - start)
-    return min(times), out
 
 
 def main(argv=None) -> int:
@@ -60,10 +51,7 @@ def main(argv=None) -> int:
             print(f"  {m.leaves:>9,} leaves {totals[-1]:.3f} s", file=sys.stderr, flush=True)
         lines += ["", f"Slowest / fastest total: {max(totals) / min(totals):.1f}x; at "
                       f"{preset('f1').rescaled(*MACHINES[-1]).leaves:,} leaves {totals[-1]:.2f} s.", ""]
-    text = "\n".join(lines) + "\n"
-    print(text, end="")
-    if args.out:
-        Path(args.out).write_text(text, encoding="utf-8")
+    emit(lines, args.out)
     return 0
 
 

@@ -26,7 +26,8 @@ import math
 from collections import defaultdict
 
 from compiler.plan import AxisSplit, NodePlan, Plan
-from compiler.rules import AccessMap, Task, access_map, ceil_div, merge_ops, split_ranges, sub_task, task_of
+from compiler.rules import (AccessMap, Task, access_map, ceil_div, merge_ops, split_ranges, sub_task,
+                            task_of, transfer_bytes)
 from fractal.machine import Machine
 from isa.errors import UserError
 from isa.program import Program
@@ -132,27 +133,11 @@ class Decomposer:
             ranges.append(rs)
             piece_counts.append(len(pcs))
         children = self._distinct_children(task, amap, ranges)
-        bytes_down = bytes_up = 0
-        for i in range(len(task.types)):
-            is_out = i < task.spec.outputs
-            dep = amap.depends(i)
-            total = amap.dtype_bytes[i]
-            for d in amap.operands[i]:
-                if d.kind in ("whole", "bcast"):
-                    total *= d.extent(0)
-            for a, rs in enumerate(ranges):
-                if a in dep:
-                    dims = [d for d in amap.operands[i] if d.axis == a]
-                    total *= sum(math.prod(d.region(s, e)[1] - d.region(s, e)[0] for d in dims)
-                                 for s, e in rs)
-                elif node.broadcast and not is_out:
-                    total *= piece_counts[a]
-                else:
-                    total *= len(rs)
-            if is_out:
-                bytes_up += total
-            else:
-                bytes_down += total
+        n_out = task.spec.outputs
+        per_child = [len(rs) for rs in ranges]
+        shared = piece_counts if node.broadcast else per_child
+        bytes_down = sum(transfer_bytes(amap, i, ranges, shared) for i in range(n_out, len(task.types)))
+        bytes_up = sum(transfer_bytes(amap, i, ranges, per_child) for i in range(n_out))
         red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce and len(ranges[a]) > 1]
         reduce = amap.axes[red_axes[0]].reduce if red_axes else None
         reduction_ops = 0

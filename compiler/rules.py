@@ -25,7 +25,7 @@ from isa.opcodes import OPCODES, normalize_axis, pads
 from isa.program import DTYPES, TensorType, format_value
 
 __all__ = ["Axis", "Dim", "AccessMap", "Task", "access_map", "sub_task", "task_of", "split_ranges",
-           "ceil_div", "merge_ops", "REDUCTIONS"]
+           "ceil_div", "merge_ops", "transfer_bytes", "REDUCTIONS"]
 
 #: reductions g run on a node's local functional unit, and what each does
 REDUCTIONS = {
@@ -254,6 +254,25 @@ def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]
         pad = pt if pt == pl == pb == pr else (pt, pl, pb, pr)
         attrs = tuple((k, pad if k == "pad" else v) for k, v in attrs)
     return Task(task.opcode, tuple(types), attrs), tuple(regions)
+
+
+def transfer_bytes(amap: AccessMap, i: int, ranges: list, copies: list) -> int:
+    """Bytes of operand i sent for a grid of child ranges (one list of (start, extent) per axis):
+    along an axis the operand depends on, the sum of its regions; along any other axis a,
+    `copies[a]` copies of it (1 when one broadcast serves every child, else one per child)."""
+    dep = amap.depends(i)
+    total = amap.dtype_bytes[i]
+    for d in amap.operands[i]:
+        if d.kind in ("whole", "bcast"):
+            total *= d.extent(0)
+    for a, rs in enumerate(ranges):
+        if a in dep:
+            dims = [d for d in amap.operands[i] if d.axis == a]
+            total *= sum(math.prod(d.region(s, e)[1] - d.region(s, e)[0] for d in dims)
+                         for s, e in rs)
+        else:
+            total *= copies[a]
+    return total
 
 
 def task_of(instruction, types: dict) -> Task:

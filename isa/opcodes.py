@@ -157,15 +157,24 @@ def _nonnegative(attrs, *names):
 
 # ---------------------------------------------------------------- rules per opcode
 
-def _matmul(outs, ins, a):
-    c, (x, w) = outs[0], ins
-    for t, role in ((x, "A"), (w, "B"), (c, "C")):
-        _need_dtype(t, ("f32",), f"matmul {role}")
-        _need_rank(t, 2, f"matmul {role}")
-    if x.shape[1] != w.shape[0]:
-        raise RuleBroken(f"matmul needs A[M,K] and B[K,N] with equal K, found A {_fmt(x)} "
-                         f"and B {_fmt(w)}", operand=1)
-    _expect_shape(c, (x.shape[0], w.shape[1]), f"A {_fmt(x)} times B {_fmt(w)}")
+def _matrix_pair(name, b_layout, result):
+    """matmul (B is [K,N]) and eucdist (C is [N,K]): two matrices sharing the K axis."""
+    k_axis, n_axis = (0, 1) if b_layout == "KN" else (1, 0)
+    roles = ("A", "B", "C") if name == "matmul" else ("X", "C", "D")
+
+    def rule(outs, ins, a):
+        out, (x, w) = outs[0], ins
+        for t, role in zip((x, w, out), roles):
+            _need_dtype(t, ("f32",), f"{name} {role}")
+            _need_rank(t, 2, f"{name} {role}")
+        if x.shape[1] != w.shape[k_axis]:
+            b = "[K,N]" if b_layout == "KN" else "[N,K]"
+            raise RuleBroken(f"{name} needs {roles[0]}[M,K] and {roles[1]}{b} with equal K, found "
+                             f"{roles[0]} {_fmt(x)} and {roles[1]} {_fmt(w)}",
+                             operand=1 if name == "matmul" else 2)
+        _expect_shape(out, (x.shape[0], w.shape[n_axis]),
+                      result.format(x=_fmt(x), w=_fmt(w)))
+    return rule
 
 
 def _matmul_ops(outs, ins, a):
@@ -275,17 +284,6 @@ def _reduce(name, out_dtype=None, dtypes=("f32", "i32")):
     return rule
 
 
-def _eucdist(outs, ins, a):
-    d, (x, c) = outs[0], ins
-    for t, role in ((x, "X"), (c, "C"), (d, "D")):
-        _need_dtype(t, ("f32",), f"eucdist {role}")
-        _need_rank(t, 2, f"eucdist {role}")
-    if x.shape[1] != c.shape[1]:
-        raise RuleBroken(f"eucdist needs X[M,K] and C[N,K] with equal K, found X {_fmt(x)} and "
-                         f"C {_fmt(c)}", operand=2)
-    _expect_shape(d, (x.shape[0], c.shape[0]), f"distances of X {_fmt(x)} to C {_fmt(c)}")
-
-
 def _eucdist_ops(outs, ins, a):
     (m, k), n = ins[0].shape, ins[1].shape[0]
     return 3 * m * n * k
@@ -390,7 +388,7 @@ _window = {"kernel": _I, "stride": AttrSpec("int", 1), "pad": _PAD}
 _axis = {"axis": _I}
 
 OPCODES: dict[str, OpSpec] = {s.name: s for s in [
-    OpSpec("matmul", 1, 2, _matmul, _matmul_ops, "mac", {}, "C[M,N] = A[M,K] B[K,N]"),
+    OpSpec("matmul", 1, 2, _matrix_pair("matmul", "KN", "A {x} times B {w}"), _matmul_ops, "mac", {}, "C[M,N] = A[M,K] B[K,N]"),
     OpSpec("conv2d", 1, 2, _conv2d, _conv2d_ops, "mac",
            {"stride": AttrSpec("int", 1), "pad": _PAD},
            "Y[N,O,Ho,Wo] = X[N,C,H,W] * W[O,C,kh,kw], zero padding"),
@@ -419,7 +417,8 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in [
            "Y (i32) = index of the first maximum over axis"),
     OpSpec("argmin", 1, 1, _reduce("argmin", "i32"), _in_size, "compare", _axis,
            "Y (i32) = index of the first minimum over axis"),
-    OpSpec("eucdist", 1, 2, _eucdist, _eucdist_ops, "mac", {},
+    OpSpec("eucdist", 1, 2, _matrix_pair("eucdist", "NK", "distances of X {x} to C {w}"),
+           _eucdist_ops, "mac", {},
            "D[m,n] = sum_k (X[m,k] - C[n,k])^2"),
     OpSpec("sort", 1, 1, _sort, _sort_ops, "compare", {}, "Y = X sorted ascending along the last axis"),
     OpSpec("count", 1, 1, _count, _in_size, "compare", {"value": _N},

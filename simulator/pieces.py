@@ -13,7 +13,7 @@ import math
 from dataclasses import dataclass
 
 from compiler.plan import NodePlan
-from compiler.rules import access_map, merge_ops, split_ranges, sub_task
+from compiler.rules import access_map, merge_ops, split_ranges, sub_task, transfer_bytes
 
 __all__ = ["PieceWork", "NodePieces"]
 
@@ -85,24 +85,10 @@ class NodePieces:
             child, _ = sub_task(task, amap, [s for s, _ in combo], [e for _, e in combo])
             children[child] = children.get(child, 0) + 1
         n_out = task.spec.outputs
-        load = store = 0
-        for i in range(len(task.types)):
-            dep = amap.depends(i)
-            total = amap.dtype_bytes[i]
-            for d in amap.operands[i]:
-                if d.kind in ("whole", "bcast"):
-                    total *= d.extent(0)
-            for a, ranges in enumerate(per_axis):
-                if a in dep:
-                    dims = [d for d in amap.operands[i] if d.axis == a]
-                    total *= sum(math.prod(d.region(s, e)[1] - d.region(s, e)[0] for d in dims)
-                                 for s, e in ranges)
-                elif not (self.broadcast and i >= n_out):
-                    total *= len(ranges)
-            if i < n_out:
-                store += total
-            else:
-                load += total
+        per_child = [len(rs) for rs in per_axis]
+        shared = [1] * len(per_axis) if self.broadcast else per_child
+        load = sum(transfer_bytes(amap, i, per_axis, shared) for i in range(n_out, len(task.types)))
+        store = sum(transfer_bytes(amap, i, per_axis, per_child) for i in range(n_out))
         reduce_ops = 0
         if self.node.reduce and self.node.reduce != "merge":
             runs = math.prod(len(per_axis[a]) for a in self.red_axes)
