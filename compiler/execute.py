@@ -23,46 +23,57 @@ def _leaf(task, inputs, leaf_fn):
     return leaf_fn[task.opcode](inputs, task.attr, task.outputs[0])
 
 
-def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMANTICS) -> np.ndarray:
-    """The output of one node's task for the given input arrays."""
+def _child_calls(plan: Plan, node: NodePlan) -> list:
+    """Every child call of a split node, in order: (child plan, input slices, output slice,
+    start along the reduction axis, whether it is the first partial of its output region)."""
     task = node.task
-    if node.kind != "split":
-        return _leaf(task, inputs, leaf_fn)
     amap = access_map(task)
-    out_t = task.outputs[0]
-    out = np.zeros(out_t.shape, NP_DTYPES[out_t.dtype])
-    g = node.reduce
     red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce]
-    per_axis_pieces = [split_ranges(s.size, s.pieces) for s in node.splits]
-    run_bounds = set()
-    for piece in itertools.product(*per_axis_pieces):
+    calls = []
+    for piece in itertools.product(*[split_ranges(s.size, s.pieces) for s in node.splits]):
         parts = [[(ps + s, e) for s, e in split_ranges(pe, sp.ways)]
                  for (ps, pe), sp in zip(piece, node.splits)]
         for part in itertools.product(*parts):
             starts = [s for s, _ in part]
-            extents = [e for _, e in part]
-            child_task, regions = sub_task(task, amap, starts, extents)
-            child = plan.node(child_task, node.level + 1)
-            child_in = [x[tuple(slice(lo, hi) for lo, hi in reg)]
-                        for x, reg in zip(inputs, regions[1:])]
-            result = run_node(plan, child, child_in, leaf_fn)
-            where = tuple(slice(lo, hi) for lo, hi in regions[0])
-            first = all(starts[a] == 0 for a in red_axes)
-            if g in ("argmax", "argmin"):
-                ax = red_axes[0]
-                result = result + np.int32(starts[ax])
-                if not first:
-                    result = _pick(inputs[0], where, out[where], result, ax, g)
-            if first or g is None or g == "merge":
-                out[where] = result
-                if g == "merge":
-                    run_bounds.add(starts[red_axes[0]])
-            elif g == "add":
-                out[where] += result
-            elif g == "max":
-                out[where] = np.maximum(out[where], result)
-            else:
-                out[where] = result
+            child_task, regions = sub_task(task, amap, starts, [e for _, e in part])
+            slices = [tuple(slice(lo, hi) for lo, hi in reg) for reg in regions]
+            calls.append((plan.node(child_task, node.level + 1), slices[1:], slices[0],
+                          starts[red_axes[0]] if red_axes else 0,
+                          all(starts[a] == 0 for a in red_axes), red_axes[0] if red_axes else -1))
+    return calls
+
+
+def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMANTICS,
+             cache: dict | None = None) -> np.ndarray:
+    """The output of one node's task for the given input arrays. `cache` keeps each distinct
+    node's child calls, which identical tasks at the same level share."""
+    task = node.task
+    if node.kind != "split":
+        return _leaf(task, inputs, leaf_fn)
+    cache = {} if cache is None else cache
+    key = (task, node.level)
+    if key not in cache:
+        cache[key] = _child_calls(plan, node)
+    out_t = task.outputs[0]
+    out = np.zeros(out_t.shape, NP_DTYPES[out_t.dtype])
+    g = node.reduce
+    run_bounds = set()
+    for child, in_slices, where, red_start, first, ax in cache[key]:
+        result = run_node(plan, child, [x[s] for x, s in zip(inputs, in_slices)], leaf_fn, cache)
+        if g in ("argmax", "argmin"):
+            result = result + np.int32(red_start)
+            if not first:
+                result = _pick(inputs[0], where, out[where], result, ax, g)
+        if first or g is None or g == "merge":
+            out[where] = result
+            if g == "merge":
+                run_bounds.add(red_start)
+        elif g == "add":
+            out[where] += result
+        elif g == "max":
+            out[where] = np.maximum(out[where], result)
+        else:
+            out[where] = result
     if g == "merge" and len(run_bounds) > 1:
         out = merge_runs(out, sorted(run_bounds))
     return out
@@ -105,8 +116,9 @@ def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS) ->
     program = plan.program
     env = {t.name: np.zeros(t.type.shape, NP_DTYPES[t.type.dtype]) for t in program.tensors}
     env.update({k: np.asarray(v) for k, v in feeds.items()})
+    cache: dict = {}
     for ins, root in zip(program.instructions, plan.roots):
         n_out = root.task.spec.outputs
         inputs = [env[n] for n in ins.operands[n_out:]]
-        env[ins.operands[0]] = np.array(run_node(plan, root, inputs, leaf_fn), order="C")
+        env[ins.operands[0]] = np.array(run_node(plan, root, inputs, leaf_fn, cache), order="C")
     return {t.name: env[t.name] for t in program.outputs}
