@@ -26,10 +26,11 @@ import math
 from collections import defaultdict
 
 from compiler.plan import AxisSplit, NodePlan, Plan
-from compiler.rules import (AccessMap, Task, access_map, ceil_div, merge_ops, split_ranges, sub_task,
+from compiler.rules import (MERGES, AccessMap, Task, access_map, ceil_div, combine_ops, merge_ops, split_ranges, sub_task,
                             task_of, transfer_bytes)
 from fractal.machine import Machine
 from isa.errors import UserError
+from isa.extensions import opcode_table
 from isa.program import Program
 
 __all__ = ["BUFFERING", "CompileError", "compile_program", "Decomposer"]
@@ -88,9 +89,11 @@ class Decomposer:
         model = _CostModel(task, amap, m, level)
         candidates = 0
         best = None
+        caps = [ax.leaf if level + 1 == m.depth else None for ax in amap.axes]
         for ways in _parallel_candidates(sizes, free, node.fanout):
             candidates += 1
-            pieces = [1] * len(sizes)
+            # an axis a leaf may receive only so much of is cut that far from the start
+            pieces = [1 if cap is None else ceil_div(s, cap * w) for s, cap, w in zip(sizes, caps, ways)]
             cost = model.cost(pieces, ways)
             while amap.footprint(model.child_extents(pieces, ways)) > budget:
                 pieces, cost = min(((p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)),
@@ -142,13 +145,12 @@ class Decomposer:
         reduce = amap.axes[red_axes[0]].reduce if red_axes else None
         reduction_ops = 0
         if red_axes:
-            out_elems = task.outputs[0].size
             runs = math.prod(len(ranges[a]) for a in red_axes)
-            if reduce == "merge":
-                length = task.outputs[0].shape[-1]
-                reduction_ops = merge_ops(out_elems // length, length, runs)
+            if reduce in MERGES:
+                out = task.outputs[0]
+                reduction_ops = merge_ops(out.size // out.shape[-1], out.shape[-1], runs)
             else:
-                reduction_ops = out_elems * (runs - 1)
+                reduction_ops = combine_ops(task, reduce, task.outputs, runs - 1)
         splits = tuple(AxisSplit(ax.name, ax.size, piece_counts[a], ways[a], ax.reduce)
                        for a, ax in enumerate(amap.axes))
         busy = math.prod(min(w, ceil_div(ax.size, p)) for ax, w, p in zip(amap.axes, ways, pieces))
@@ -190,15 +192,16 @@ class _CostModel:
         self.sizes = [a.size for a in amap.axes]
         self.node, self.child = machine.levels[level], machine.levels[level + 1]
         leaves_below = math.prod(machine.fanouts[level + 1:])
-        cls = task.spec.op_class
-        self.rate = leaves_below * machine.compute.ops_per_cycle(cls)
-        self.ops = task.ops
+        self.task = task
+        # cycles the whole task would take on one leaf, then shared by the leaves below a child
+        self.leaf_cycles = sum(ops / machine.compute.ops_per_cycle(c) for c, ops in task.work
+                               if c != "move") / leaves_below
         self.points = math.prod(self.sizes)
         self.n_out = task.spec.outputs
         self.deps = [amap.depends(i) for i in range(len(task.types))]
         self.reduce_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce]
         self.out_elems = task.outputs[0].size
-        self.merge = any(amap.axes[a].reduce == "merge" for a in self.reduce_axes)
+        self.merge = any(amap.axes[a].reduce in MERGES for a in self.reduce_axes)
         self.row = task.outputs[0].shape[-1] if task.outputs[0].rank else 1
 
     def child_extents(self, pieces, ways):
@@ -232,12 +235,15 @@ class _CostModel:
         bw, lat = self.node.memory_bandwidth, self.child.link_latency
         load = max(down / bw, link_in / self.child.link_bandwidth) + lat
         store = max(up / bw, link_out / self.child.link_bandwidth) + lat
-        execute = self.ops * math.prod(ext) / self.points / self.rate
+        execute = self.leaf_cycles * math.prod(ext) / self.points
         runs = math.prod(pieces[a] * busy_ways[a] for a in self.reduce_axes) if self.reduce_axes else 1
         if self.merge:
             red = merge_ops(self.out_elems // self.row, self.row, runs)
+        elif self.reduce_axes:
+            red = combine_ops(self.task, self.amap.axes[self.reduce_axes[0]].reduce,
+                              self.task.outputs, runs - 1)
         else:
-            red = self.out_elems * (runs - 1)
+            red = 0
         reduce = red / n_pieces / self.node.lfu_ops_per_cycle
         # steady state per piece: the memory port carries loads and stores alike, and with
         # BUFFERING pieces in flight a piece's whole journey is shared by that many pieces
@@ -283,8 +289,9 @@ def compile_program(program: Program, machine: Machine) -> Plan:
                            f"{_bytes(root.memory_bytes)} of the root ({root.name}) memory of "
                            f"machine '{machine.name}'", program.file)
     types = program.types
+    table = opcode_table(program)
     roots = []
     for ins in program.instructions:
         dec.origin = ins
-        roots.append(dec.plan(task_of(ins, types), 0))
+        roots.append(dec.plan(task_of(ins, types, table), 0))
     return Plan(program, machine, tuple(roots), dec.table)

@@ -13,39 +13,52 @@ import itertools
 import numpy as np
 
 from compiler.plan import NodePlan, Plan
-from compiler.rules import access_map, split_ranges, sub_task
-from isa.reference import NP_DTYPES, SEMANTICS
+from compiler.rules import MERGES, access_map, split_ranges, sub_task
+from isa.program import TensorType
+from isa.reference import NP_DTYPES, SEMANTICS, semantics_of
 
 __all__ = ["execute_plan", "run_node", "merge_runs"]
 
 
-def _leaf(task, inputs, leaf_fn):
-    return leaf_fn[task.opcode](inputs, task.attr, task.outputs[0])
+def _leaf(task, inputs, leaf_fn) -> list[np.ndarray]:
+    out = semantics_of(task.spec, leaf_fn)(inputs, task.attr,
+                                           list(task.outputs) if task.ext else task.outputs[0])
+    return list(out) if isinstance(out, tuple) else [out]
 
 
 def _child_calls(plan: Plan, node: NodePlan) -> list:
-    """Every child call of a split node, in order: (child plan, input slices, output slice,
-    start along the reduction axis, whether it is the first partial of its output region)."""
+    """Every child call of a split node, in order: (child plan, input slices, output slices,
+    starts per axis, whether it brings the first partial of its output region)."""
     task = node.task
     amap = access_map(task)
     red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce]
+    n_out = task.spec.outputs
     calls = []
     for piece in itertools.product(*[split_ranges(s.size, s.pieces) for s in node.splits]):
         parts = [[(ps + s, e) for s, e in split_ranges(pe, sp.ways)]
                  for (ps, pe), sp in zip(piece, node.splits)]
         for part in itertools.product(*parts):
-            starts = [s for s, _ in part]
+            starts = tuple(s for s, _ in part)
             child_task, regions = sub_task(task, amap, starts, [e for _, e in part])
             slices = [tuple(slice(lo, hi) for lo, hi in reg) for reg in regions]
-            calls.append((plan.node(child_task, node.level + 1), slices[1:], slices[0],
-                          starts[red_axes[0]] if red_axes else 0,
-                          all(starts[a] == 0 for a in red_axes), red_axes[0] if red_axes else -1))
+            calls.append((plan.node(child_task, node.level + 1), slices[n_out:], slices[:n_out],
+                          starts, all(starts[a] == 0 for a in red_axes)))
     return calls
 
 
+def _offsets(task, amap) -> list:
+    """Per output: the axis whose start a child's positions are relative to, or None."""
+    if task.ext:
+        names = [ax.name for ax in amap.axes]
+        return [names.index(o.index) if o.index in names else None for o in task.ext[0].outputs]
+    red = [a for a, ax in enumerate(amap.axes) if ax.reduce]
+    return [red[0] if red and amap.axes[red[0]].reduce in ("argmax", "argmin", "argmerge")
+            else None]
+
+
 def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMANTICS,
-             cache: dict | None = None) -> np.ndarray:
-    """The output of one node's task for the given input arrays. `cache` keeps each distinct
+             cache: dict | None = None) -> list[np.ndarray]:
+    """The outputs of one node's task for the given input arrays. `cache` keeps each distinct
     node's child calls, which identical tasks at the same level share."""
     task = node.task
     if node.kind != "split":
@@ -53,30 +66,43 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
     cache = {} if cache is None else cache
     key = (task, node.level)
     if key not in cache:
-        cache[key] = _child_calls(plan, node)
-    out_t = task.outputs[0]
-    out = np.zeros(out_t.shape, NP_DTYPES[out_t.dtype])
+        amap = access_map(task)
+        red = [a for a, ax in enumerate(amap.axes) if ax.reduce]
+        cache[key] = (_child_calls(plan, node), _offsets(task, amap), red[0] if red else -1)
+    calls, offsets, ax = cache[key]
+    outs = [np.zeros(t.shape, NP_DTYPES[t.dtype]) for t in task.outputs]
     g = node.reduce
     run_bounds = set()
-    for child, in_slices, where, red_start, first, ax in cache[key]:
-        result = run_node(plan, child, [x[s] for x, s in zip(inputs, in_slices)], leaf_fn, cache)
-        if g in ("argmax", "argmin"):
-            result = result + np.int32(red_start)
-            if not first:
-                result = _pick(inputs[0], where, out[where], result, ax, g)
-        if first or g is None or g == "merge":
-            out[where] = result
-            if g == "merge":
-                run_bounds.add(red_start)
+    for child, in_slices, out_slices, starts, first in calls:
+        results = run_node(plan, child, [x[s] for x, s in zip(inputs, in_slices)], leaf_fn, cache)
+        results = [r if a is None else r + np.int32(starts[a]) for r, a in zip(results, offsets)]
+        where = out_slices[0]
+        if first or g is None or g in MERGES:
+            for o, s, r in zip(outs, out_slices, results):
+                o[s] = r
+            if g in MERGES:
+                run_bounds.add(starts[ax])
         elif g == "add":
-            out[where] += result
+            outs[0][where] += results[0]
         elif g == "max":
-            out[where] = np.maximum(out[where], result)
-        else:
-            out[where] = result
-    if g == "merge" and len(run_bounds) > 1:
-        out = merge_runs(out, sorted(run_bounds))
-    return out
+            outs[0][where] = np.maximum(outs[0][where], results[0])
+        elif g in ("argmax", "argmin"):
+            outs[0][where] = _pick(inputs[0], where, outs[0][where], results[0], ax, g)
+        else:                                   # an extension's reduction instruction
+            spec = task.spec.table[g[2:]]
+            current = [o[s] for o, s in zip(outs, out_slices)]
+            combined = semantics_of(spec, leaf_fn)(current + results, {},
+                                                   [_type(c) for c in current])
+            for o, s, r in zip(outs, out_slices, combined if isinstance(combined, tuple) else (combined,)):
+                o[s] = r
+    if g in MERGES and len(run_bounds) > 1:
+        keys = np.take_along_axis(inputs[0], outs[0], -1) if g == "argmerge" else outs[0]
+        outs[0] = merge_runs(outs[0], sorted(run_bounds), keys)
+    return outs
+
+
+def _type(x: np.ndarray) -> TensorType:
+    return TensorType("i32" if x.dtype == np.int32 else "f32", tuple(x.shape))
 
 
 def _pick(source, where, best, cand, axis, g):
@@ -88,27 +114,34 @@ def _pick(source, where, best, cand, axis, g):
     return np.where(better, cand, best)
 
 
-def _merge_two(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """Stable merge of two sorted arrays along the last axis (a's elements first on ties)."""
-    rows_a = a.reshape(-1, a.shape[-1])
-    rows_b = b.reshape(-1, b.shape[-1])
-    out = np.empty((rows_a.shape[0], rows_a.shape[1] + rows_b.shape[1]), a.dtype)
-    ia = np.arange(rows_a.shape[1])
-    ib = np.arange(rows_b.shape[1])
-    for r in range(rows_a.shape[0]):
-        out[r, ia + np.searchsorted(rows_b[r], rows_a[r], side="left")] = rows_a[r]
-        out[r, ib + np.searchsorted(rows_a[r], rows_b[r], side="right")] = rows_b[r]
-    return out.reshape(a.shape[:-1] + (out.shape[-1],))
+def _merge_two(a, b):
+    """Stable merge of two runs, each (values, keys) sorted by key along the last axis; a's
+    elements come first on equal keys."""
+    (va, ka), (vb, kb) = a, b
+    lead = ka.shape[:-1]
+    ka2, kb2 = ka.reshape(-1, ka.shape[-1]), kb.reshape(-1, kb.shape[-1])
+    va2, vb2 = va.reshape(ka2.shape), vb.reshape(kb2.shape)
+    n = ka2.shape[1] + kb2.shape[1]
+    values, keys = np.empty((ka2.shape[0], n), va.dtype), np.empty((ka2.shape[0], n), ka.dtype)
+    ia, ib = np.arange(ka2.shape[1]), np.arange(kb2.shape[1])
+    for r in range(ka2.shape[0]):
+        pa = ia + np.searchsorted(kb2[r], ka2[r], side="left")
+        pb = ib + np.searchsorted(ka2[r], kb2[r], side="right")
+        values[r, pa], values[r, pb] = va2[r], vb2[r]
+        keys[r, pa], keys[r, pb] = ka2[r], kb2[r]
+    return values.reshape(lead + (n,)), keys.reshape(lead + (n,))
 
 
-def merge_runs(x: np.ndarray, bounds: list[int]) -> np.ndarray:
-    """Merge the sorted runs of x that start at `bounds` along the last axis, pairwise."""
+def merge_runs(x: np.ndarray, bounds: list[int], keys: np.ndarray | None = None) -> np.ndarray:
+    """Merge the runs of x that start at `bounds` along the last axis, pairwise; each run is
+    sorted by `keys` (x itself by default)."""
+    keys = x if keys is None else keys
     edges = list(bounds) + [x.shape[-1]]
-    runs = [x[..., lo:hi] for lo, hi in zip(edges, edges[1:])]
+    runs = [(x[..., lo:hi], keys[..., lo:hi]) for lo, hi in zip(edges, edges[1:])]
     while len(runs) > 1:
         runs = [_merge_two(runs[i], runs[i + 1]) if i + 1 < len(runs) else runs[i]
                 for i in range(0, len(runs), 2)]
-    return runs[0]
+    return runs[0][0]
 
 
 def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS) -> dict[str, np.ndarray]:
@@ -120,5 +153,6 @@ def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS) ->
     for ins, root in zip(program.instructions, plan.roots):
         n_out = root.task.spec.outputs
         inputs = [env[n] for n in ins.operands[n_out:]]
-        env[ins.operands[0]] = np.array(run_node(plan, root, inputs, leaf_fn, cache), order="C")
+        for name, value in zip(ins.operands[:n_out], run_node(plan, root, inputs, leaf_fn, cache)):
+            env[name] = np.array(value, order="C")
     return {t.name: env[t.name] for t in program.outputs}

@@ -21,11 +21,12 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from isa.extensions import bind_sizes, extension_spec, leaf_work
 from isa.opcodes import OPCODES, normalize_axis, pads
 from isa.program import DTYPES, TensorType, format_value
 
 __all__ = ["Axis", "Dim", "AccessMap", "Task", "access_map", "sub_task", "task_of", "split_ranges",
-           "ceil_div", "merge_ops", "transfer_bytes", "REDUCTIONS"]
+           "ceil_div", "combine_ops", "merge_ops", "transfer_bytes", "REDUCTIONS", "MERGES"]
 
 #: reductions g run on a node's local functional unit, and what each does
 REDUCTIONS = {
@@ -34,7 +35,9 @@ REDUCTIONS = {
     "argmax": "index of the larger value, read from the node's copy of the source; ties keep the first",
     "argmin": "index of the smaller value, read from the node's copy of the source; ties keep the first",
     "merge": "merge of sorted runs along the axis",
+    "argmerge": "merge of runs of sorted positions, comparing the node's copy of the source",
 }
+MERGES = ("merge", "argmerge")
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,7 @@ class Task:
     opcode: str
     types: tuple[TensorType, ...]
     attrs: tuple[tuple[str, object], ...]
+    ext: tuple | None = None        # an extension's (declaration, earlier declarations)
 
     @property
     def attr(self) -> dict:
@@ -50,7 +54,12 @@ class Task:
 
     @property
     def spec(self):
-        return OPCODES[self.opcode]
+        return extension_spec(*self.ext) if self.ext else OPCODES[self.opcode]
+
+    @property
+    def work(self) -> list[tuple[str, int]]:
+        """(op class, ops) of what a leaf runs for this task (an extension: its whole body)."""
+        return leaf_work(self.spec, self.outputs, self.inputs, self.attr)
 
     @property
     def outputs(self) -> tuple[TensorType, ...]:
@@ -84,6 +93,7 @@ class Axis:
     size: int
     reduce: str | None = None      # g when this axis is split; None: results concatenate
     splittable: bool = True
+    leaf: int | None = None        # the most a leaf may receive along this axis
 
 
 @dataclass(frozen=True)
@@ -177,6 +187,8 @@ def access_map(task: Task) -> AccessMap | None:
     """The access map of a task, or None for data-movement opcodes (run by the node's DMA)."""
     op, ts, a = task.opcode, task.types, task.attr
     nb = tuple(DTYPES[t.dtype] for t in ts)
+    if task.ext:
+        return _extension_map(task, nb)
     if OPCODES[op].op_class == "move":
         return None
     if op in ("matmul", "eucdist"):
@@ -221,17 +233,46 @@ def access_map(task: Task) -> AccessMap | None:
         axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(y.shape))
         dims = _plain(range(y.rank), y.shape)
         return AccessMap(axes, (dims, dims), nb)
-    if op in ("reduce_sum", "reduce_max", "argmax", "argmin", "count", "sort"):
+    if op in ("reduce_sum", "reduce_max", "argmax", "argmin", "count", "sort", "argsort"):
         x = ts[1]
-        ax = x.rank - 1 if op in ("count", "sort") else normalize_axis(a["axis"], x.rank)
+        ax = x.rank - 1 if op in ("count", "sort", "argsort") else normalize_axis(a["axis"], x.rank)
         g = {"reduce_sum": "add", "reduce_max": "max", "argmax": "argmax", "argmin": "argmin",
-             "count": "add", "sort": "merge"}[op]
+             "count": "add", "sort": "merge", "argsort": "argmerge"}[op]
         axes = tuple(Axis("n" if i == ax else f"d{i}", s, g if i == ax else None)
                      for i, s in enumerate(x.shape))
-        keep = [i for i in range(x.rank) if op == "sort" or i != ax]
+        keep = [i for i in range(x.rank) if op in ("sort", "argsort") or i != ax]
         return AccessMap(axes, (_plain(keep, [x.shape[i] for i in keep]),
                                 _plain(range(x.rank), x.shape)), nb)
     raise AssertionError(f"no access map for opcode {op}")
+
+
+def _extension_map(task: Task, nb) -> AccessMap:
+    """An extension's map, from its split rules: split sizes are axes (with the declared
+    reduction, window and leaf cap); every other size is a whole dimension."""
+    decl = task.ext[0]
+    sizes = bind_sizes(decl, task.types)
+    axes = tuple(Axis(s.axis, sizes[s.axis], _reduction_name(s.reduce), leaf=s.leaf)
+                 for s in decl.splits)
+    index = {s.axis: i for i, s in enumerate(decl.splits)}
+    windows = {s.window[0]: (index[s.axis], sizes[s.window[1]]) for s in decl.splits if s.window}
+    operands = []
+    for o in decl.operands:
+        dims = []
+        for d, n in zip(o.dims, (sizes.get(d, d) if isinstance(d, str) else d for d in o.dims)):
+            if isinstance(d, str) and d in index:
+                dims.append(Dim("plain", index[d], n))
+            elif isinstance(d, str) and d in windows:
+                dims.append(Dim("window", windows[d][0], n, windows[d][1], 1, 0))
+            else:
+                dims.append(Dim("whole", -1, n))
+        operands.append(tuple(dims))
+    return AccessMap(axes, tuple(operands), nb)
+
+
+def _reduction_name(name: str | None) -> str | None:
+    """An extension's reduction instruction as a g: `add` is the built-in sum; any other is run
+    as an instruction on pairs of partial results ("g:NAME")."""
+    return None if name is None else "add" if name == "add" else f"g:{name}"
 
 
 def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]:
@@ -249,11 +290,11 @@ def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]
         regions.append(tuple(reg))
         types.append(TensorType(t.dtype, tuple(hi - lo for lo, hi in reg)))
     attrs = task.attrs
-    if window_pads:                      # conv2d and pooling: (top, left, bottom, right)
+    if window_pads and not task.ext:     # conv2d and pooling: (top, left, bottom, right)
         (pt, pb), (pl, pr) = window_pads[:2]
         pad = pt if pt == pl == pb == pr else (pt, pl, pb, pr)
         attrs = tuple((k, pad if k == "pad" else v) for k, v in attrs)
-    return Task(task.opcode, tuple(types), attrs), tuple(regions)
+    return Task(task.opcode, tuple(types), attrs, task.ext), tuple(regions)
 
 
 def transfer_bytes(amap: AccessMap, i: int, ranges: list, copies: list) -> int:
@@ -275,12 +316,14 @@ def transfer_bytes(amap: AccessMap, i: int, ranges: list, copies: list) -> int:
     return total
 
 
-def task_of(instruction, types: dict) -> Task:
-    """The Task of a checked program instruction (attributes with defaults filled in, in table order)."""
-    spec = OPCODES[instruction.opcode]
+def task_of(instruction, types: dict, table: dict | None = None) -> Task:
+    """The Task of a checked program instruction (attributes with defaults filled in, in table
+    order); `table` is the program's opcode table when it declares extensions."""
+    spec = (table or OPCODES)[instruction.opcode]
     full = spec.full_attrs(instruction.attr)
     attrs = tuple((k, full[k]) for k in spec.attrs if k in full)
-    return Task(instruction.opcode, tuple(types[n] for n in instruction.operands), attrs)
+    return Task(instruction.opcode, tuple(types[n] for n in instruction.operands), attrs,
+                spec.ext_key)
 
 
 def split_ranges(size: int, parts: int) -> list[tuple[int, int]]:
@@ -297,6 +340,17 @@ def split_ranges(size: int, parts: int) -> list[tuple[int, int]]:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def combine_ops(task: Task, reduce: str, outputs, applications: int) -> int:
+    """LFU ops of `applications` pairwise combinations of partial results of these output types
+    (element-wise for add/max/argmax/argmin; an extension's reduction instruction runs whole)."""
+    if applications <= 0:
+        return 0
+    if reduce.startswith("g:"):
+        g = task.spec.table[reduce[2:]]
+        return applications * int(g.ops(list(outputs), list(outputs) * 2, g.full_attrs({})))
+    return applications * outputs[0].size
 
 
 def merge_ops(rows: int, length: int, runs: int) -> int:

@@ -9,7 +9,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from isa.errors import ErrorGroup, SourceLocation, UserError, did_you_mean
-from isa.opcodes import OPCODES, REQUIRED, OpSpec, RuleBroken
+from isa.extensions import check_declarations, opcode_table
+from isa.opcodes import REQUIRED, OpSpec, RuleBroken
 from isa.parser import parse_collect, read_source
 from isa.program import Instruction, Program
 
@@ -132,8 +133,14 @@ class _Checker:
         return ok
 
 
-def check(program: Program, opcodes: dict[str, OpSpec] = OPCODES) -> list[UserError]:
-    """Every semantic problem of the program, in source order (empty when it is valid)."""
+def check(program: Program, opcodes: dict[str, OpSpec] | None = None) -> list[UserError]:
+    """Every semantic problem of the program, in source order (empty when it is valid).
+    The opcodes are the core table and the program's extensions unless given."""
+    if opcodes is None:
+        errors = check_declarations(program.extensions)
+        if errors:              # a broken declaration makes its uses meaningless: report it alone
+            return errors
+        opcodes = opcode_table(program)
     return _Checker(program, opcodes).run()
 
 
@@ -143,7 +150,7 @@ def _raise(errors: list[UserError]):
     raise errors[0] if len(errors) == 1 else ErrorGroup(errors)
 
 
-def check_program(program: Program, opcodes: dict[str, OpSpec] = OPCODES) -> Program:
+def check_program(program: Program, opcodes: dict[str, OpSpec] | None = None) -> Program:
     """The program itself when it is valid; otherwise raise every problem found."""
     errors = check(program, opcodes)
     if errors:

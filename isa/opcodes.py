@@ -62,6 +62,13 @@ class OpSpec:
     op_class: str
     attrs: dict[str, AttrSpec] = field(default_factory=dict)
     summary: str = ""
+    # extension instructions only (isa/extensions.py): the declaration, the instantiated body of
+    # a use, its semantics, and the opcode table its body is checked against
+    decl: object = None
+    ext_key: tuple | None = None       # (declaration, earlier declarations): rebuilds this entry
+    body: Callable | None = None
+    semantics: Callable | None = None
+    table: dict | None = None
 
     def full_attrs(self, given: dict) -> dict:
         """Given attributes with defaults filled in (assumes the instruction was checked)."""
@@ -307,6 +314,31 @@ def _sort_ops(outs, ins, a):
     return sort_ops(x.size // x.shape[-1], x.shape[-1])
 
 
+def _argsort(outs, ins, a):
+    y, x = outs[0], ins[0]
+    if x.rank < 1:
+        raise RuleBroken(f"argsort needs a source of rank at least 1, found {_fmt(x)}", operand=1)
+    if y.dtype != "i32":
+        raise RuleBroken(f"argsort destination must be i32, found {_fmt(y)}", operand=0)
+    _expect_shape(y, x.shape, f"argsort of {_fmt(x)}")
+
+
+def _gather(outs, ins, a):
+    y, (x, i) = outs[0], ins
+    if x.rank < 1 or i.rank != x.rank:
+        raise RuleBroken(f"gather needs indices of the source's rank, found source {_fmt(x)} and "
+                         f"indices {_fmt(i)}", operand=2)
+    if i.dtype != "i32":
+        raise RuleBroken(f"gather indices must be i32, found {_fmt(i)}", operand=2)
+    if i.shape[:-1] != x.shape[:-1]:
+        raise RuleBroken(f"gather indices must match the source on every axis but the last: "
+                         f"source {_fmt(x)}, indices {_fmt(i)}", operand=2)
+    if y.dtype != x.dtype:
+        raise RuleBroken(f"gather destination must be {x.dtype} like its source, found {_fmt(y)}",
+                         operand=0)
+    _expect_shape(y, i.shape, f"gathering {_fmt(x)} at indices {_fmt(i)}")
+
+
 def _count(outs, ins, a):
     y, x = outs[0], ins[0]
     if x.rank < 1:
@@ -421,6 +453,10 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in [
            _eucdist_ops, "mac", {},
            "D[m,n] = sum_k (X[m,k] - C[n,k])^2"),
     OpSpec("sort", 1, 1, _sort, _sort_ops, "compare", {}, "Y = X sorted ascending along the last axis"),
+    OpSpec("argsort", 1, 1, _argsort, _sort_ops, "compare", {},
+           "Y (i32) = the positions that sort X ascending along the last axis (stable)"),
+    OpSpec("gather", 1, 2, _gather, _zero, "move", {},
+           "Y[..., j] = X[..., I[..., j]] along the last axis (indices out of range are an error)"),
     OpSpec("count", 1, 1, _count, _in_size, "compare", {"value": _N},
            "Y (i32) = number of elements equal to value along the last axis"),
     OpSpec("transpose", 1, 1, _transpose, _zero, "move", {"perm": _T}, "Y = X with axes permuted"),
@@ -439,7 +475,10 @@ def instruction_ops(ins, types: dict, opcodes: dict = OPCODES) -> int:
     return int(spec.ops(ts[:spec.outputs], ts[spec.outputs:], spec.full_attrs(ins.attr)))
 
 
-def program_ops(program, opcodes: dict = OPCODES) -> int:
-    """Arithmetic ops of a whole checked program."""
+def program_ops(program, opcodes: dict | None = None) -> int:
+    """Arithmetic ops of a whole checked program (extensions: the ops of their bodies)."""
+    if opcodes is None:
+        from isa.extensions import opcode_table
+        opcodes = opcode_table(program)
     types = program.types
     return sum(instruction_ops(i, types, opcodes) for i in program.instructions)

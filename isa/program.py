@@ -108,6 +108,7 @@ class Program:
     instructions: tuple[Instruction, ...]
     file: str = field(default="<program>", compare=False)
     source: str = field(default="", compare=False, repr=False)
+    extensions: tuple = ()          # extension declarations (isa/extensions.py), in order
 
     def tensor(self, name: str) -> TensorDecl:
         for t in self.tensors:
@@ -149,4 +150,5 @@ class Program:
             head = f"tensor {t.name}"
             aligned.append(head.ljust(width) + d[len(head):])
         body = [i.to_text() for i in self.instructions]
-        return "\n".join(aligned) + "\n\n" + "\n".join(body) + "\n"
+        exts = "".join(e.to_text() + "\n\n" for e in self.extensions)
+        return exts + "\n".join(aligned) + "\n\n" + "\n".join(body) + "\n"

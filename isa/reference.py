@@ -4,6 +4,8 @@
 from its source arrays, its attributes (defaults already filled in) and the destination's
 declared `TensorType`; the result has the destination's shape and dtype (float32 for f32, int32
 for i32). i32 arithmetic wraps around; f32 sums and products accumulate in float64 and round once.
+A gather index outside the source's last axis raises `UserError` (`gather_index_error`), which
+`execute_instruction` locates at the instruction.
 
 `run_reference` executes a checked program instruction by instruction; `generate_feeds`,
 `load_feeds` and `save_outputs` move data in and out (bad data files raise `UserError`).
@@ -23,7 +25,7 @@ from isa.opcodes import OPCODES, conv_out, pads
 from isa.program import Instruction, Program, TensorType
 
 __all__ = ["SEMANTICS", "NP_DTYPES", "execute_instruction", "run_reference", "generate_feeds",
-           "load_feeds", "save_outputs"]
+           "load_feeds", "save_outputs", "gather_index_error"]
 
 NP_DTYPES = {"f32": np.dtype(np.float32), "i32": np.dtype(np.int32)}
 
@@ -137,6 +139,22 @@ def _count(ins, a, t):
 
 # ---------------------------------------------------------------- data movement
 
+def gather_index_error(index: int, n: int) -> UserError:
+    """The error of a gather index outside [0, n); the leaf kernels raise the same text."""
+    return UserError(f"gather: index {index} is out of range for a last axis of length {n}",
+                     hint=f"gather indices must lie in 0 .. {n - 1}" if n else None)
+
+
+def _gather(ins, a, t):
+    """Y[..., j] = X[..., I[..., j]]; the first index (row-major) outside [0, n) is an error."""
+    x, idx = ins
+    n = x.shape[-1]
+    bad = (idx < 0) | (idx >= n)
+    if bad.any():
+        raise gather_index_error(int(idx.flat[np.argmax(bad)]), n)
+    return _out(np.take_along_axis(x, idx.astype(np.intp), axis=-1), t)
+
+
 def _slice(ins, a, t):
     x, ax = ins[0], a["axis"] % ins[0].ndim
     index = [slice(None)] * x.ndim
@@ -164,6 +182,8 @@ SEMANTICS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "argmin": lambda ins, a, t: _out(ins[0].argmin(axis=a["axis"]), t),
     "eucdist": _eucdist,
     "sort": lambda ins, a, t: _out(np.sort(ins[0], axis=-1, kind="stable"), t),
+    "argsort": lambda ins, a, t: _out(np.argsort(ins[0], axis=-1, kind="stable"), t),
+    "gather": _gather,
     "count": _count,
     "transpose": lambda ins, a, t: _out(np.transpose(ins[0], a["perm"]), t),
     "copy": lambda ins, a, t: _out(ins[0], t),
@@ -176,21 +196,42 @@ assert SEMANTICS.keys() == OPCODES.keys(), "every opcode needs a reference seman
 
 # ---------------------------------------------------------------- programs
 
+def semantics_of(spec, core: dict | None = None) -> Callable:
+    """The semantics of an opcode-table entry: a core opcode's function from `core` (numpy's by
+    default), or an extension's body run with the same core functions. Either returns one array
+    per destination (a tuple for several)."""
+    core = SEMANTICS if core is None else core
+    if spec.semantics is not None:
+        return lambda inputs, attrs, out_types: spec.semantics(inputs, attrs, out_types, core)
+    return core[spec.name]
+
+
 def execute_instruction(instr: Instruction, env: dict[str, np.ndarray],
-                        types: dict[str, TensorType]) -> None:
-    """Compute one checked instruction from `env` and store a fresh copy in its destination."""
-    spec = OPCODES[instr.opcode]
-    dst, srcs = instr.operands[0], instr.operands[spec.outputs:]
-    want = types[dst]
-    value = SEMANTICS[instr.opcode]([env[s] for s in srcs], spec.full_attrs(instr.attr), want)
-    if value.shape != want.shape or value.dtype != NP_DTYPES[want.dtype]:
-        raise InternalError("reference result matches the destination type", instr.to_text(),
-                            f"got {value.dtype}{list(value.shape)}, destination is {want}")
-    env[dst] = np.array(value, copy=True, order="C")
+                        types: dict[str, TensorType], table: dict | None = None,
+                        core: dict | None = None) -> None:
+    """Compute one checked instruction from `env` and store fresh copies in its destinations."""
+    spec = (table or OPCODES)[instr.opcode]
+    dsts, srcs = instr.operands[:spec.outputs], instr.operands[spec.outputs:]
+    want = [types[d] for d in dsts]
+    try:
+        value = semantics_of(spec, core)([env[s] for s in srcs], spec.full_attrs(instr.attr),
+                                         want if spec.decl else want[0])
+    except UserError as e:                        # bad data (a gather index): say which instruction
+        if e.where is None:
+            e.where = instr.loc or f"instruction '{instr.to_text()}'"
+        raise
+    values = value if isinstance(value, tuple) else (value,)
+    for dst, w, v in zip(dsts, want, values):
+        if v.shape != w.shape or v.dtype != NP_DTYPES[w.dtype]:
+            raise InternalError("reference result matches the destination type", instr.to_text(),
+                                f"got {v.dtype}{list(v.shape)}, destination is {w}")
+        env[dst] = np.array(v, copy=True, order="C")
 
 
-def run_reference(program: Program, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run a checked program on `feeds` (one array per input and param); return its outputs."""
+def run_program(program: Program, feeds: dict[str, np.ndarray], table: dict,
+                core: dict | None = None) -> dict[str, np.ndarray]:
+    """Run a checked program with the given opcode table (core opcodes computed by `core`,
+    numpy's semantics by default); return its outputs."""
     types = program.types
     env: dict[str, np.ndarray] = {}
     for t in program.tensors:
@@ -199,8 +240,14 @@ def run_reference(program: Program, feeds: dict[str, np.ndarray]) -> dict[str, n
         else:
             env[t.name] = np.zeros(t.type.shape, NP_DTYPES[t.type.dtype])
     for instr in program.instructions:
-        execute_instruction(instr, env, types)
+        execute_instruction(instr, env, types, table, core)
     return {t.name: env[t.name] for t in program.outputs}
+
+
+def run_reference(program: Program, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run a checked program on `feeds` (one array per input and param); return its outputs."""
+    from isa.extensions import opcode_table
+    return run_program(program, feeds, opcode_table(program))
 
 
 # ---------------------------------------------------------------- data in and out

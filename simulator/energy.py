@@ -39,8 +39,7 @@ def plan_energy(plan: Plan, seconds: float, roots=None) -> Energy:
     for (task, level), n in counts.items():
         node = plan.table[(task, level)]
         if node.kind == "leaf":
-            if task.spec.op_class != "move":
-                compute += n * task.ops * c.pj_per_op(task.spec.op_class) * PJ
+            compute += n * sum(ops * c.pj_per_op(cls) for cls, ops in task.work if cls != "move") * PJ
             memory += n * task.nbytes * leaf.memory_pj_per_byte * PJ   # operands read, result written
         reduction += n * node.reduction_ops * c.elementwise_pj_per_op * PJ
         memory += n * node.local_bytes * m.levels[level].memory_pj_per_byte * PJ

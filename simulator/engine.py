@@ -8,8 +8,8 @@ Every node runs the pipeline of the instructions it receives:
         bytes / link bandwidth, plus the link latency; operands every child needs go once when the
         level broadcasts
     EX  the children run their sub-instructions (the slowest child ends the stage)
-    RD  the local functional unit combines partial results (g ops / LFU throughput)
     WB  the children's results come back over the links and through the port
+    RD  the local functional unit combines partial results (g ops / LFU throughput)
 
 Consecutive serial pieces overlap: each stage is a resource held by one piece at a time, in order,
 and at most BUFFERING pieces are in flight (the children's memories hold that many). A leaf runs
@@ -136,8 +136,9 @@ class Engine:
         task = node.task
         memory = _ceil(task.nbytes / level.memory_bandwidth)
         compute = 0
-        if node.kind == "leaf" and task.spec.op_class != "move":
-            compute = _ceil(task.ops / self.machine.compute.ops_per_cycle(task.spec.op_class))
+        if node.kind == "leaf":
+            compute = sum(_ceil(ops / self.machine.compute.ops_per_cycle(c))
+                          for c, ops in task.work if c != "move")
         totals.leaf_compute, totals.leaf_memory = compute, memory
         start = env.now
         yield env.timeout(max(compute, memory))
@@ -182,6 +183,9 @@ class Engine:
             yield from self._execute(env, node, path, i, work, totals)
             totals.execute += int(env.now - start)
             self._record(path, node, i, "EX", start, env.now)
+        start = env.now
+        yield from self._transfer(env, port, work.store_bytes, work.store_link_bytes, lv, child, totals)
+        self._record(path, node, i, "WB", start, env.now)
         if work.reduce_ops:
             with lfu.request() as req:
                 yield req
@@ -190,9 +194,6 @@ class Engine:
                 yield env.timeout(cycles)
                 totals.reduce += cycles
                 self._record(path, node, i, "RD", start, env.now)
-        start = env.now
-        yield from self._transfer(env, port, work.store_bytes, work.store_link_bytes, lv, child, totals)
-        self._record(path, node, i, "WB", start, env.now)
         slots.release(slot)
 
     def _execute(self, env, node: NodePlan, path, i, work, totals: NodeTotals):

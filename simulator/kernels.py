@@ -5,18 +5,22 @@ as, `isa.reference.SEMANTICS[opcode]`, which is the numpy reference for every ke
 fresh C-contiguous array of the destination's shape and dtype (float32 for f32, int32 for i32).
 Each entry is a thin Python wrapper that makes the sources contiguous arrays of the right dtype,
 turns attributes into plain numbers and calls an `@njit(cache=True)` kernel. Data movement
-(copy, reshape, transpose, slice, concat) does no arithmetic and stays plain numpy.
+(copy, reshape, transpose, slice, concat) does no arithmetic and stays plain numpy; gather is a
+kernel because it checks every index (one outside the last axis raises the reference's
+`UserError`, `isa.reference.gather_index_error`).
 
 Numerics: i32 add/sub/mul/reduce_sum wrap around like int32 arithmetic. matmul and conv2d
 multiply in float32 through BLAS (`np.dot`), so they agree with the float64-accumulating
 reference to about 1e-5 relative; every other f32 sum or transcendental is computed in float64
-and rounded once, like the reference. NaN propagates through max/argmax/argmin/sort as in numpy.
+and rounded once, like the reference. NaN propagates through max/argmax/argmin as in numpy, and
+sort/argsort put it last.
 Pooling and LRN follow ONNX (padded cells never win a max and are not counted by avgpool).
 
 `warm_up()` compiles (or loads from the on-disk cache) every kernel once on tiny inputs.
 """
 from __future__ import annotations
 
+import math
 from typing import Callable
 
 import numpy as np
@@ -24,7 +28,7 @@ from numba import njit
 
 from isa.opcodes import OPCODES, conv_out, pads
 from isa.program import TensorType
-from isa.reference import NP_DTYPES
+from isa.reference import NP_DTYPES, gather_index_error
 
 __all__ = ["LEAF_KERNELS", "warm_up"]
 
@@ -239,6 +243,12 @@ def _argbest_k(x, largest, out):
 
 
 @jit
+def _before(a, b):
+    # a sorts strictly before b: smaller, or a number against a NaN (NaN is the largest)
+    return a < b or (b != b and a == a)
+
+
+@jit
 def _sort_k(x, out):
     # Y[r] = row r sorted ascending, stable, NaN last (np.sort kind="stable"): bottom-up merge sort
     n = x.shape[1]
@@ -253,8 +263,36 @@ def _sort_k(x, out):
                 mid, hi = min(lo + width, n), min(lo + 2 * width, n)
                 i, j = lo, mid
                 for k in range(lo, hi):
-                    # the right run goes first only when strictly smaller (NaN is the largest)
-                    if j < hi and (i >= mid or src[j] < src[i] or (src[i] != src[i] and src[j] == src[j])):
+                    # the right run goes first only when strictly before: ties keep their order
+                    if j < hi and (i >= mid or _before(src[j], src[i])):
+                        dst[k] = src[j]
+                        j += 1
+                    else:
+                        dst[k] = src[i]
+                        i += 1
+            src, dst = dst, src
+            width *= 2
+        if src is buf:
+            for i in range(n):
+                out[r, i] = buf[i]
+
+
+@jit
+def _argsort_k(x, out):
+    # Y[r] = positions that sort row r (np.argsort kind="stable"): _sort_k's merge sort, on indices
+    n = x.shape[1]
+    buf = np.empty(n, np.int32)
+    for r in range(x.shape[0]):
+        row, src, dst = x[r], out[r], buf
+        for i in range(n):
+            src[i] = i
+        width = 1
+        while width < n:
+            for lo in range(0, n, 2 * width):
+                mid, hi = min(lo + width, n), min(lo + 2 * width, n)
+                i, j = lo, mid
+                for k in range(lo, hi):
+                    if j < hi and (i >= mid or _before(row[src[j]], row[src[i]])):
                         dst[k] = src[j]
                         j += 1
                     else:
@@ -276,6 +314,19 @@ def _count_k(x, value, out):
             if x[r, i] == value:
                 cnt += 1
         out[r] = cnt
+
+
+@jit
+def _gather_k(x, idx, out):
+    # Y[r, j] = X[r, I[r, j]]; returns the flat position of the first index outside [0, n), or -1
+    n, m = x.shape[1], idx.shape[1]
+    for r in range(idx.shape[0]):
+        for j in range(m):
+            i = idx[r, j]
+            if i < 0 or i >= n:
+                return r * m + j
+            out[r, j] = x[r, i]
+    return -1
 
 
 # ---------------------------------------------------------------- wrappers
@@ -380,6 +431,24 @@ def _sort(ins, a, t):
     return out.reshape(t.shape)
 
 
+def _argsort(ins, a, t):
+    x = _rows(ins[0])
+    out = np.empty(x.shape, np.int32)
+    _argsort_k(x, out)
+    return out.reshape(t.shape)
+
+
+def _gather(ins, a, t):
+    x, idx = np.asarray(ins[0]), np.asarray(ins[1])
+    rows, n, m = math.prod(idx.shape[:-1]), x.shape[-1], idx.shape[-1]
+    x, idx = _c(x, _dt(t)).reshape(rows, n), _c(idx, np.int32).reshape(rows, m)
+    out = np.empty((rows, m), _dt(t))
+    bad = _gather_k(x, idx, out)
+    if bad >= 0:
+        raise gather_index_error(int(idx.flat[bad]), n)
+    return out.reshape(t.shape)
+
+
 def _slice(ins, a, t):
     x = np.asarray(ins[0])
     ax = a["axis"] % x.ndim
@@ -408,6 +477,8 @@ LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "argmin": _over_rows(_argbest_k, needs_elements=True, extra=lambda x, a: (False,)),
     "eucdist": lambda ins, a, t: _eucdist_k(_c(ins[0], np.float32), _c(ins[1], np.float32)),
     "sort": _sort,
+    "argsort": _argsort,
+    "gather": _gather,
     "count": _count,
     "transpose": lambda ins, a, t: np.array(np.transpose(ins[0], a["perm"]), _dt(t), order="C"),
     "copy": lambda ins, a, t: np.array(ins[0], _dt(t), order="C"),
@@ -436,6 +507,7 @@ def warm_up() -> None:
     for x, dt in ((f2, "f32"), (i2, "i32")):
         for op in ("reduce_sum", "reduce_max", "argmax", "argmin"):
             cases.append((op, [x], {"axis": 0}, dt if op.startswith("reduce") else "i32", (2,)))
-        cases += [("sort", [x], {}, dt, (2, 2)), ("count", [x], {"value": 1}, "i32", (2,))]
+        cases += [("sort", [x], {}, dt, (2, 2)), ("argsort", [x], {}, "i32", (2, 2)),
+                  ("gather", [x, i2], {}, dt, (2, 2)), ("count", [x], {"value": 1}, "i32", (2,))]
     for op, ins, attrs, dt, shape in cases:
         LEAF_KERNELS[op](ins, attrs, TensorType(dt, tuple(shape)))

@@ -13,7 +13,8 @@ import math
 from dataclasses import dataclass
 
 from compiler.plan import NodePlan
-from compiler.rules import access_map, merge_ops, split_ranges, sub_task, transfer_bytes
+from isa.program import TensorType
+from compiler.rules import MERGES, access_map, combine_ops, merge_ops, split_ranges, sub_task, transfer_bytes
 
 __all__ = ["PieceWork", "NodePieces"]
 
@@ -90,24 +91,27 @@ class NodePieces:
         load = sum(transfer_bytes(amap, i, per_axis, shared) for i in range(n_out, len(task.types)))
         store = sum(transfer_bytes(amap, i, per_axis, per_child) for i in range(n_out))
         reduce_ops = 0
-        if self.node.reduce and self.node.reduce != "merge":
+        if self.node.reduce and self.node.reduce not in MERGES:
             runs = math.prod(len(per_axis[a]) for a in self.red_axes)
             first = all(self.kind_parts[a][kind[a]][1] for a in self.red_axes)
-            reduce_ops = self._piece_out_elems(per_axis) * (runs - 1 if first else runs)
+            reduce_ops = combine_ops(task, self.node.reduce, self._piece_outputs(per_axis),
+                                     runs - 1 if first else runs)
         return PieceWork(load, max(sum(t.nbytes for t in c.inputs) for c in children),
                          tuple(children.items()), reduce_ops, store,
                          max(sum(t.nbytes for t in c.outputs) for c in children))
 
-    def _piece_out_elems(self, per_axis) -> int:
-        """Elements of the piece's output region (reduction axes do not appear in it)."""
-        n = 1
-        for d in self.amap.operands[0]:
-            ranges = per_axis[d.axis]
-            n *= ranges[-1][0] + ranges[-1][1] - ranges[0][0]
-        return n
+    def _piece_outputs(self, per_axis) -> list:
+        """Types of the piece's output regions (reduction axes do not appear in them)."""
+        out = []
+        for t, dims in zip(self.task.outputs, self.amap.operands):
+            shape = tuple(d.extent(0) if d.axis < 0 else
+                          per_axis[d.axis][-1][0] + per_axis[d.axis][-1][1] - per_axis[d.axis][0][0]
+                          for d in dims)
+            out.append(TensorType(t.dtype, shape))
+        return out
 
     def _final_merge(self) -> int:
-        if self.node.reduce != "merge":
+        if self.node.reduce not in MERGES:
             return 0
         out = self.task.outputs[0]
         runs = math.prod(_parts(s) for s in self.node.splits if s.reduce)

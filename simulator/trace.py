@@ -1,7 +1,9 @@
 """Chrome / Perfetto trace export (JSON trace events) of the node pipelines of an exact run.
 
-Each level is a process and each node a thread named by its path from the root ("0.2.1"); each
-stage of each piece (ID, LD, EX, RD, WB, or RUN at a leaf) is a complete event. Times are in
+Each level is a process; each node has one thread per pipeline stage, named by the node's path
+from the root and the stage ("node 0.2.1 LD"), so that the stages of consecutive pieces, which
+overlap, never share a track; each stage of each piece (ID, LD, EX, WB, RD, or RUN at a leaf) is
+a complete event. Times are in
 microseconds of simulated time, as the format expects.
 """
 from __future__ import annotations
@@ -17,18 +19,19 @@ __all__ = ["trace_json", "write_trace"]
 
 def trace_json(events: list[StageEvent], machine) -> dict:
     us_per_cycle = 1e6 / machine.frequency_hz
-    tids: dict[str, int] = {}
+    tids: dict[tuple, int] = {}
     out = []
     for lv, level in enumerate(machine.levels):
         out.append({"name": "process_name", "ph": "M", "pid": lv, "tid": 0,
                     "args": {"name": f"level {lv} ({level.name})"}})
     for e in sorted(events, key=lambda e: (e.start, e.node)):
-        if e.node not in tids:
-            tids[e.node] = len(tids) + 1
-            out.append({"name": "thread_name", "ph": "M", "pid": e.level, "tid": tids[e.node],
-                        "args": {"name": f"node {e.node}"}})
+        track = (e.node, e.stage)        # one track per stage: pieces overlap across stages
+        if track not in tids:
+            tids[track] = len(tids) + 1
+            out.append({"name": "thread_name", "ph": "M", "pid": e.level, "tid": tids[track],
+                        "args": {"name": f"node {e.node} {e.stage}"}})
         out.append({"name": e.stage, "cat": e.opcode, "ph": "X", "pid": e.level,
-                    "tid": tids[e.node], "ts": e.start * us_per_cycle,
+                    "tid": tids[track], "ts": e.start * us_per_cycle,
                     "dur": (e.end - e.start) * us_per_cycle,
                     "args": {"piece": e.piece, "start_cycle": e.start, "end_cycle": e.end}})
     return {"traceEvents": out, "displayTimeUnit": "ns",

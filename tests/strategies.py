@@ -69,16 +69,23 @@ def random_program(rng: np.random.Generator, opcode: str):
         odt = "i32" if opcode.startswith("arg") else dtype
         lines = [_decl("x", dtype, shape, "input"), _decl("y", odt, out, "output")]
         body = f"{opcode} y, x, axis={ax}"
-    elif opcode in ("sort", "count"):
+    elif opcode in ("sort", "argsort", "count"):
         shape = _dims(rng, r(1, 3), 1, 6)
         shape[-1] = r(1, 300)
         dtype = "i32" if r(0, 1) else "f32"
-        if opcode == "sort":
-            lines = [_decl("x", dtype, shape, "input"), _decl("y", dtype, shape, "output")]
-            body = "sort y, x"
+        if opcode in ("sort", "argsort"):
+            lines = [_decl("x", dtype, shape, "input"),
+                     _decl("y", dtype if opcode == "sort" else "i32", shape, "output")]
+            body = f"{opcode} y, x"
         else:
             lines = [_decl("x", "i32", shape, "input"), _decl("y", "i32", shape[:-1], "output")]
             body = f"count y, x, value={r(0, 9)}"
+    elif opcode == "gather":
+        shape = _dims(rng, r(1, 3), 1, 6)
+        k = r(1, shape[-1])
+        lines = [_decl("x", "f32", shape, "input"), _decl("o", "i32", shape),
+                 _decl("i", "i32", shape[:-1] + [k]), _decl("y", "f32", shape[:-1] + [k], "output")]
+        body = f"argsort o, x\nslice i, o, axis={len(shape) - 1}, start=0\ngather y, x, i"
     else:   # data movement: a transpose, copy, reshape, slice or concat after a relu
         shape = _dims(rng, 3, 1, 6)
         lines = [_decl("x", "f32", shape, "input"), _decl("t", "f32", shape)]

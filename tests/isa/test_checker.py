@@ -34,7 +34,7 @@ CASES = {
                           ^
         """),
     "syntax: unfinished declaration": ("tensor z : f32[4,\n", """
-        bad.fasm:4:18: error: unexpected end of line, expected ']' or an integer
+        bad.fasm:4:18: error: unexpected end of line, expected '(' or ']' or a name or an integer
             tensor z : f32[4,
                              ^
         """),

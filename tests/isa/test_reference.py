@@ -272,6 +272,75 @@ def test_sort():
     np.testing.assert_array_equal(run("sort", [xi], xi.shape, "i32"), want)
 
 
+def argsort_oracle(x):
+    """Stable ascending order of every last-axis run, NaN last, by Python's (stable) sorted."""
+    y = np.zeros(x.shape, np.int64)
+    for lead in np.ndindex(*x.shape[:-1]):
+        row = [x[lead + (k,)].item() for k in range(x.shape[-1])]
+        key = [(True, 0) if math.isnan(v) else (False, v) for v in row]
+        order = sorted(range(len(row)), key=key.__getitem__)
+        for j, k in enumerate(order):
+            y[lead + (j,)] = k
+    return y
+
+
+def test_argsort_ties_are_stable():
+    x = np.array([[3, -1, 2, -1, 0, 3], [5, 5, 5, 5, 5, 5]], np.float32)
+    assert run("argsort", [x], x.shape, "i32").tolist() == [[1, 3, 4, 2, 0, 5], [0, 1, 2, 3, 4, 5]]
+    xi = np.array([2, 1, 2, 1, 0], np.int32)
+    assert run("argsort", [xi], xi.shape, "i32").tolist() == [4, 1, 3, 0, 2]
+    xn = np.array([np.nan, 1.0, -0.0, np.nan, 0.0, -1.0], np.float32)   # -0.0 == 0.0: a tie
+    assert run("argsort", [xn], xn.shape, "i32").tolist() == [5, 2, 4, 1, 0, 3]
+
+
+@pytest.mark.parametrize("shape", [(1,), (9,), (4, 7), (2, 3, 13), (3, 1, 1)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_argsort(shape, dtype):
+    x = RNG.integers(-3, 4, shape).astype(dtype)                 # few values: many ties
+    np.testing.assert_array_equal(run("argsort", [x], shape, "i32"), argsort_oracle(x))
+    if dtype == np.float32:
+        x = f32(*shape)
+        x[RNG.random(shape) < 0.2] = np.nan
+        np.testing.assert_array_equal(run("argsort", [x], shape, "i32"), argsort_oracle(x))
+
+
+def gather_oracle(x, idx):
+    y = np.zeros(idx.shape, x.dtype)
+    for pos in np.ndindex(*idx.shape):
+        y[pos] = x[pos[:-1] + (int(idx[pos]),)]
+    return y
+
+
+@pytest.mark.parametrize("xs, m", [((10,), 4), ((5,), 12), ((3, 6), 6), ((3, 6), 2),
+                                   ((2, 3, 5), 7), ((2, 1, 1), 3)])
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+def test_gather(xs, m, dtype):
+    x = (f32(*xs) if dtype == np.float32 else RNG.integers(-99, 99, xs)).astype(dtype)
+    idx = RNG.integers(0, xs[-1], xs[:-1] + (m,)).astype(np.int32)   # repeats, any order
+    got = run("gather", [x, idx], idx.shape, DT[np.dtype(dtype)])
+    np.testing.assert_array_equal(got, gather_oracle(x, idx))
+
+
+def test_gather_of_argsort_is_sort():
+    x = RNG.integers(-5, 5, (3, 4, 9)).astype(np.int32)
+    order = run("argsort", [x], x.shape, "i32")
+    np.testing.assert_array_equal(run("gather", [x, order], x.shape, "i32"),
+                                  run("sort", [x], x.shape, "i32"))
+
+
+@pytest.mark.parametrize("bad", [10, 12, -1, 2**31 - 1, -2**31])
+def test_gather_index_out_of_range(bad):
+    x = np.arange(20, dtype=np.float32).reshape(2, 10)
+    idx = np.array([[0, 9, 3], [bad, 1, 11]], np.int32)       # `bad` comes first in row-major order
+    with pytest.raises(UserError) as e:
+        run("gather", [x, idx], idx.shape)
+    assert e.value.message == f"gather: index {bad} is out of range for a last axis of length 10"
+    assert "gather d, s0, s1" in str(e.value)                 # located at the instruction
+    with pytest.raises(UserError, match="index 12 is out of range for a last axis of length 10"):
+        SEMANTICS["gather"]([x[:, :], np.array([[1, 12], [2, 3]], np.int32)], {},
+                            TensorType("f32", (2, 2)))
+
+
 def test_count():
     xi = np.array([[1, 2, 2, 3], [2, 2, 2, 2], [0, 0, 0, 1]], np.int32)
     assert run("count", [xi], (3,), "i32", value=2).tolist() == [2, 4, 0]

@@ -41,8 +41,8 @@ def test_matmul_trace_on_two_levels_by_hand():
       LD  port 192 B / 8 = 24, link 96 B / 4 = 24; + 10   5 -> 39
       ID  leaf decode                                    39 -> 41
       RUN 2*2*4*4 = 64 ops / 8 per cycle = 8             41 -> 49
-      RD  8 outputs x (2 partials - 1) / 4 per cycle = 2 49 -> 51
-      WB  port 64 B / 8 = 8, link 32 B / 4 = 8; + 10     51 -> 69
+      WB  port 64 B / 8 = 8, link 32 B / 4 = 8; + 10     49 -> 67
+      RD  8 outputs x (2 partials - 1) / 4 per cycle = 2 67 -> 69
     """
     plan = compile_program(parse_program(MATMUL, "mm.fasm"), hand_machine())
     assert [(s.name, s.pieces, s.ways) for s in plan.roots[0].splits] == [
@@ -52,8 +52,8 @@ def test_matmul_trace_on_two_levels_by_hand():
     got = sorted((e.start, e.end, e.node, e.stage) for e in engine.events)
     assert got == [
         (0, 5, "0", "ID"), (5, 39, "0", "LD"), (39, 41, "0.0", "ID"), (39, 41, "0.1", "ID"),
-        (39, 49, "0", "EX"), (41, 49, "0.0", "RUN"), (41, 49, "0.1", "RUN"), (49, 51, "0", "RD"),
-        (51, 69, "0", "WB")]
+        (39, 49, "0", "EX"), (41, 49, "0.0", "RUN"), (41, 49, "0.1", "RUN"), (49, 67, "0", "WB"),
+        (67, 69, "0", "RD")]
     assert Engine(plan, "symmetric").instruction_cycles() == [69]
 
 

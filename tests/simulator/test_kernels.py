@@ -8,6 +8,7 @@ import pytest
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
+from isa.errors import UserError
 from isa.opcodes import OPCODES, conv_out
 from isa.program import TensorType
 from isa.reference import SEMANTICS
@@ -191,6 +192,60 @@ def test_sort(dtype, seed, shape, tied):
 
 
 @FEW
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@given(seed=seeds, shape=dims, tied=st.booleans())
+def test_argsort(dtype, seed, shape, tied):
+    rng = np.random.default_rng(seed)
+    x = ties(rng, shape, dtype) if tied else (f32(rng, shape) if dtype == np.float32
+                                              else i32(rng, shape))
+    check("argsort", [x], shape, "i32")
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("n", [1, 2, 3, 31, 32, 33, 100])
+def test_argsort_long_rows_with_ties(dtype, n):
+    # rows longer than `dims` gives: several merge passes, odd run lengths, ties across runs
+    rng = np.random.default_rng(n)
+    x = ties(rng, (3, n), dtype)
+    if dtype == np.float32:
+        x[rng.random(x.shape) < 0.1] = np.nan
+    got = check("argsort", [x], x.shape, "i32")
+    check("sort", [x], x.shape, DT[np.dtype(dtype)])
+    np.testing.assert_array_equal(np.take_along_axis(x, got, -1), np.sort(x, kind="stable"))
+
+
+@FEW
+@pytest.mark.parametrize("dtype", ["f32", "i32"])
+@given(seed=seeds, shape=st.lists(st.integers(1, 5), min_size=1, max_size=3).map(tuple),
+       m=st.integers(1, 8))
+def test_gather(dtype, seed, shape, m):
+    rng = np.random.default_rng(seed)
+    x = f32(rng, shape) if dtype == "f32" else i32(rng, shape)
+    idx = i32(rng, shape[:-1] + (m,), 0, shape[-1])           # repeats and any order
+    check("gather", [x, idx], idx.shape, dtype)
+
+
+def test_gather_non_contiguous_sources():
+    rng = np.random.default_rng(2)
+    x = np.asfortranarray(f32(rng, (4, 6)))
+    idx = i32(rng, (6, 4), 0, 6).T                              # a transposed view
+    check("gather", [x, idx], idx.shape)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32])
+@pytest.mark.parametrize("bad", [10, 12, -1, 2**31 - 1, -2**31])
+def test_gather_index_out_of_range(dtype, bad):
+    x = np.arange(30, dtype=dtype).reshape(3, 10)
+    idx = np.array([[0, 9, 3], [5, bad, 11], [-4, 1, 2]], np.int32)   # `bad` is the first bad one
+    t = TensorType(DT[np.dtype(dtype)], idx.shape)
+    want = f"gather: index {bad} is out of range for a last axis of length 10"
+    for impl in (LEAF_KERNELS, SEMANTICS):
+        with pytest.raises(UserError) as e:
+            impl["gather"]([x, idx], {}, t)
+        assert e.value.message == want
+
+
+@FEW
 @given(seed=seeds, shape=dims, value=st.sampled_from([0, 1, 2.0, 0.5, 0.1, 7]))
 def test_count_f32(seed, shape, value):
     rng = np.random.default_rng(seed)
@@ -212,6 +267,7 @@ def test_nan_propagates_like_numpy():
         check(op, [x], (3,), "i32" if op.startswith("arg") else "f32", axis=-1)
     got = check("sort", [x], x.shape, "f32")
     np.testing.assert_array_equal(np.signbit(got), np.signbit(np.sort(x, kind="stable")))
+    check("argsort", [x], x.shape, "i32")
     check("relu", [x], x.shape)
     check("maxpool", [x.reshape(1, 1, 3, 4)], (1, 1, 2, 3), kernel=2)
 

@@ -1,0 +1,360 @@
+"""Reconfigurable extension instructions (FRISA): declared in program text, checked, instantiated.
+
+An extension declaration gives a signature whose shapes use size symbols (bound from the operands
+of each use), attributes with defaults, split rules (which axes split; whether results
+concatenate or combine with a reduction instruction; a window halo; a cap on the extent a leaf
+receives), and a leaf body of core or earlier-declared extension instructions with local
+temporaries. Each use is instantiated with concrete sizes and its body checked like a program, so
+an extension is as safe as a built-in; `extension_spec` makes the opcode-table entry through which
+the checker, the reference interpreter, the compiler and the simulator treat it like one.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+from isa.errors import SourceLocation, UserError, did_you_mean
+from isa.opcodes import OPCODES, AttrSpec, OpSpec, RuleBroken, instruction_ops
+from isa.program import DTYPES, Instruction, Program, TensorDecl, TensorType, format_value
+
+__all__ = ["Dim", "SigOperand", "SplitRule", "Temp", "ExtDecl", "extension_spec", "opcode_table",
+           "instantiate", "bind_sizes", "check_declarations", "eval_dim", "dim_text", "leaf_work"]
+
+#: a size expression: an int, a symbol (str), or (op, left, right) with op in + - *
+Dim = object
+
+
+def eval_dim(d, sizes: dict) -> int:
+    if isinstance(d, int):
+        return d
+    if isinstance(d, str):
+        return sizes[d]
+    op, a, b = d
+    a, b = eval_dim(a, sizes), eval_dim(b, sizes)
+    return a + b if op == "+" else a - b if op == "-" else a * b
+
+
+def dim_symbols(d) -> set[str]:
+    if isinstance(d, int):
+        return set()
+    if isinstance(d, str):
+        return {d}
+    return dim_symbols(d[1]) | dim_symbols(d[2])
+
+
+def dim_text(d, top: bool = True) -> str:
+    if isinstance(d, (int, str)):
+        return str(d)
+    text = f"{dim_text(d[1], False)} {d[0]} {dim_text(d[2], False)}" if d[0] != "*" else \
+        f"{dim_text(d[1], False)}*{dim_text(d[2], False)}"
+    return text if top or d[0] == "*" else f"({text})"
+
+
+@dataclass(frozen=True)
+class SigOperand:
+    name: str
+    dtype: str
+    dims: tuple
+    output: bool
+    index: str | None = None        # an output holding positions along this (split) axis
+    loc: SourceLocation | None = field(default=None, compare=False, repr=False)
+
+    def text(self) -> str:
+        idx = f" index {self.index}" if self.index else ""
+        return f"{self.name}: {self.dtype}[{', '.join(dim_text(d) for d in self.dims)}]{idx}"
+
+
+@dataclass(frozen=True)
+class SplitRule:
+    axis: str
+    reduce: str | None = None       # instruction combining two partial results; None: concatenate
+    window: tuple | None = None     # (source size symbol, kernel size symbol): a halo, stride 1
+    leaf: int | None = None         # the most a leaf may receive along the axis
+    loc: SourceLocation | None = field(default=None, compare=False, repr=False)
+
+    def text(self) -> str:
+        parts = [f"split {self.axis}"]
+        if self.reduce:
+            parts.append(f"reduce {self.reduce}")
+        if self.window:
+            parts.append(f"window {self.window[0]} kernel {self.window[1]}")
+        if self.leaf:
+            parts.append(f"leaf {self.leaf}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True)
+class Temp:
+    name: str
+    dtype: str
+    dims: tuple
+    loc: SourceLocation | None = field(default=None, compare=False, repr=False)
+
+
+@dataclass(frozen=True)
+class ExtDecl:
+    name: str
+    operands: tuple[SigOperand, ...]          # outputs first
+    attrs: tuple[tuple[str, object], ...]
+    splits: tuple[SplitRule, ...]
+    temps: tuple[Temp, ...]
+    body: tuple[Instruction, ...]
+    loc: SourceLocation | None = field(default=None, compare=False, repr=False)
+    source: str = field(default="", compare=False, repr=False)
+
+    @property
+    def outputs(self) -> tuple[SigOperand, ...]:
+        return tuple(o for o in self.operands if o.output)
+
+    @property
+    def inputs(self) -> tuple[SigOperand, ...]:
+        return tuple(o for o in self.operands if not o.output)
+
+    def symbols(self) -> set[str]:
+        return set().union(*(dim_symbols(d) for o in self.operands for d in o.dims))
+
+    def to_text(self) -> str:
+        outs = ", ".join(o.text() for o in self.outputs)
+        ins = ", ".join(o.text() for o in self.inputs)
+        attrs = ", ".join(f"{k}={format_value(v)}" for k, v in self.attrs)
+        lines = [f"extension {self.name}({outs} <- {ins}){' ' + attrs if attrs else ''}"]
+        lines += ["  " + s.text() for s in self.splits]
+        lines += [f"  tensor {t.name} : {t.dtype}[{', '.join(dim_text(d) for d in t.dims)}]"
+                  for t in self.temps]
+        lines += ["  " + i.to_text() for i in self.body]
+        return "\n".join(lines + ["end"])
+
+
+# ---------------------------------------------------------------- declaration checks
+
+def _err(errors, decl, message, loc, hint=None):
+    lines = decl.source.splitlines()
+    line = lines[loc.line - 1] if loc and 0 < loc.line <= len(lines) else None
+    errors.append(UserError(message, loc, line, hint))
+
+
+def check_declarations(decls: tuple[ExtDecl, ...]) -> list[UserError]:
+    """Problems of the declarations themselves, in order; each may use only earlier ones."""
+    errors: list[UserError] = []
+    known: dict[str, int] = {k: s.outputs for k, s in OPCODES.items()}
+    later = {d.name for d in decls}
+    for d in decls:
+        if d.name in known:
+            what = "a core opcode" if d.name in OPCODES else "an extension declared earlier"
+            _err(errors, d, f"extension '{d.name}' is already {what}", d.loc)
+        symbols = d.symbols()
+        names = [o.name for o in d.operands] + [t.name for t in d.temps]
+        for i, n in enumerate(names):
+            if n in names[:i]:
+                loc = (d.operands + tuple(d.temps))[i].loc if i < len(d.operands) + len(d.temps) else d.loc
+                _err(errors, d, f"'{n}' is declared twice in extension '{d.name}'", loc)
+        for o in d.operands + tuple(d.temps):
+            if o.dtype not in DTYPES:
+                _err(errors, d, f"unknown dtype '{o.dtype}' (known: {', '.join(DTYPES)})", o.loc)
+        for o in d.operands:
+            for dim in o.dims:
+                if not isinstance(dim, (int, str)):
+                    _err(errors, d, f"signature dimensions are sizes or symbols; '{dim_text(dim)}' of "
+                                    f"'{o.name}' is an expression (use one in a temporary)", o.loc)
+            if o.index is not None and o.index not in symbols:
+                _err(errors, d, f"'{o.name}' holds positions along '{o.index}', which no operand has",
+                     o.loc, did_you_mean(o.index, symbols))
+        for t in d.temps:
+            for dim in t.dims:
+                for sym in dim_symbols(dim) - symbols:
+                    _err(errors, d, f"size '{sym}' of temporary '{t.name}' is not a size of the "
+                                    f"signature", t.loc, did_you_mean(sym, symbols))
+        _check_splits(errors, d, symbols, known)
+        for ins in d.body:
+            if ins.opcode == d.name:
+                _err(errors, d, f"extension '{d.name}' uses itself: recursive definitions are not "
+                                f"allowed", ins.loc)
+            elif ins.opcode in later and ins.opcode not in known:
+                _err(errors, d, f"extension '{d.name}' uses '{ins.opcode}', which is declared "
+                                f"later: declare it first", ins.loc)
+            elif ins.opcode not in known:
+                _err(errors, d, f"unknown opcode '{ins.opcode}' in extension '{d.name}'", ins.loc,
+                     did_you_mean(ins.opcode, known))
+            for i, n in enumerate(ins.operands):
+                if n not in names:
+                    _err(errors, d, f"undefined name '{n}' in extension '{d.name}' (not an operand "
+                                    f"or temporary)", ins.operand_loc(i), did_you_mean(n, names))
+        known[d.name] = len(d.outputs)
+    return errors
+
+
+def _check_splits(errors, d: ExtDecl, symbols: set, known: dict):
+    out_syms = set().union(*(dim_symbols(x) for o in d.outputs for x in o.dims))
+    seen = set()
+    for s in d.splits:
+        if s.axis not in symbols:
+            _err(errors, d, f"split rule on '{s.axis}', which is not a size of any operand of "
+                            f"'{d.name}'", s.loc, did_you_mean(s.axis, symbols))
+            continue
+        if s.axis in seen:
+            _err(errors, d, f"'{s.axis}' has two split rules", s.loc)
+        seen.add(s.axis)
+        if s.reduce is None and s.axis not in set.intersection(
+                *[set().union(*(dim_symbols(x) for x in o.dims)) for o in d.outputs]):
+            _err(errors, d, f"splitting '{s.axis}' concatenates results, but not every output has "
+                            f"'{s.axis}': give a reduction (split {s.axis} reduce INSTRUCTION)", s.loc)
+        if s.reduce is not None:
+            if s.axis in out_syms:
+                _err(errors, d, f"'{s.axis}' is an axis of an output, so its pieces concatenate: "
+                                f"remove 'reduce {s.reduce}'", s.loc)
+            if s.reduce not in known:
+                _err(errors, d, f"unknown reduction instruction '{s.reduce}'", s.loc,
+                     did_you_mean(s.reduce, known))
+            elif known[s.reduce] != len(d.outputs):
+                _err(errors, d, f"reduction '{s.reduce}' has {known[s.reduce]} destination(s); it "
+                                f"must combine {len(d.outputs)} partial result(s) into as many", s.loc)
+        if s.window is not None:
+            for sym in s.window:
+                if sym not in symbols:
+                    _err(errors, d, f"window size '{sym}' is not a size of any operand", s.loc)
+        if s.leaf is not None and s.leaf < 1:
+            _err(errors, d, f"leaf {s.leaf} must be at least 1", s.loc)
+
+
+# ---------------------------------------------------------------- instances
+
+def bind_sizes(decl: ExtDecl, types) -> dict[str, int]:
+    """The size symbols' values for operands of these types, or RuleBroken."""
+    sizes: dict[str, int] = {}
+    for i, (o, t) in enumerate(zip(decl.operands, types)):
+        if t.dtype != o.dtype:
+            raise RuleBroken(f"{decl.name} operand '{o.name}' must be {o.dtype}, found {t}", operand=i)
+        if t.rank != len(o.dims):
+            raise RuleBroken(f"{decl.name} operand '{o.name}' must have rank {len(o.dims)} "
+                             f"({o.text()}), found {t}", operand=i)
+        for dim, n in zip(o.dims, t.shape):
+            if isinstance(dim, int) and dim != n:
+                raise RuleBroken(f"{decl.name} operand '{o.name}' must be {o.text()}, found {t}",
+                                 operand=i)
+            if isinstance(dim, str):
+                if sizes.setdefault(dim, n) != n:
+                    raise RuleBroken(f"{decl.name}: size {dim} is {sizes[dim]} by an earlier operand "
+                                     f"but {n} in '{o.name}' ({t})", operand=i)
+    for s in decl.splits:
+        if s.window:
+            src, k = sizes[s.window[0]], sizes[s.window[1]]
+            if src != sizes[s.axis] + k - 1:
+                raise RuleBroken(f"{decl.name}: the window of {s.axis} needs {s.window[0]} = "
+                                 f"{s.axis} + {s.window[1]} - 1, found {src} against "
+                                 f"{sizes[s.axis]} + {k} - 1")
+    return sizes
+
+
+@lru_cache(maxsize=4096)
+def instantiate(decl: ExtDecl, types: tuple, attrs: tuple, earlier: tuple = ()) -> Program:
+    """The body of one use as a checked program (operands as inputs and outputs)."""
+    from isa.checker import check
+    sizes = bind_sizes(decl, types)
+    attr = dict(attrs)
+    tensors = [TensorDecl(o.name, t, "output" if o.output else "input", o.loc)
+               for o, t in zip(decl.operands, types)]
+    for tmp in decl.temps:
+        shape = tuple(eval_dim(x, sizes) for x in tmp.dims)
+        if any(n < 1 for n in shape):
+            raise RuleBroken(f"{decl.name}: temporary '{tmp.name}' gets shape {list(shape)} for "
+                             f"these operands")
+        tensors.append(TensorDecl(tmp.name, TensorType(tmp.dtype, shape), None, tmp.loc))
+    body = tuple(Instruction(i.opcode, i.operands,
+                             tuple((k, attr.get(v, v) if isinstance(v, str) else v) for k, v in i.attrs),
+                             i.loc, i.operand_locs, i.attr_locs) for i in decl.body)
+    program = Program(tuple(tensors), body, decl.loc.file if decl.loc else "<extension>", decl.source)
+    errors = check(program, _table(earlier))
+    if errors:
+        e = errors[0]
+        where = f" (line {e.where.line})" if isinstance(e.where, SourceLocation) else ""
+        raise RuleBroken(f"in the body of extension {decl.name}{where}: {e.message}")
+    return program
+
+
+def extension_spec(decl: ExtDecl, earlier: tuple[ExtDecl, ...] = ()) -> OpSpec:
+    """The opcode-table entry of a declared extension."""
+    return _spec(decl, earlier)
+
+
+@lru_cache(maxsize=256)
+def _spec(decl: ExtDecl, earlier: tuple) -> OpSpec:
+    table = _table(earlier)
+    n_out = len(decl.outputs)
+
+    def body(outs, ins, a):
+        types = tuple(outs) + tuple(ins)
+        full = tuple((k, a.get(k, v)) for k, v in decl.attrs)
+        return instantiate(decl, types, full, earlier)
+
+    def rule(outs, ins, a):
+        program = body(outs, ins, a)
+        for s in decl.splits:
+            if s.reduce:
+                g = table[s.reduce]
+                try:
+                    g.rule(list(outs), list(outs) * 2, g.full_attrs({}))
+                except RuleBroken as e:
+                    raise RuleBroken(f"{decl.name}: reduction '{s.reduce}' does not combine its "
+                                     f"partial results: {e.message}") from None
+        return program
+
+    def ops(outs, ins, a):
+        return sum(n for _, n in _work(body(outs, ins, a), table))
+
+    def semantics(inputs, a, out_types, core=None):
+        from isa.reference import run_program
+        types = tuple(out_types) + tuple(TensorType(_dtype(x), tuple(x.shape)) for x in inputs)
+        program = body(types[:n_out], types[n_out:], a)
+        feeds = {o.name: x for o, x in zip(decl.inputs, inputs)}
+        out = run_program(program, feeds, table, core)
+        return tuple(out[o.name] for o in decl.outputs)
+
+    attrs = {k: AttrSpec(_attr_kind(v), v) for k, v in decl.attrs}
+    return OpSpec(decl.name, n_out, len(decl.inputs), rule, ops, "extension", attrs,
+                  f"extension declared at {decl.loc}" if decl.loc else "extension",
+                  decl=decl, ext_key=(decl, earlier), body=body, semantics=semantics, table=table)
+
+
+def _dtype(x) -> str:
+    return "i32" if x.dtype.kind in "iu" else "f32"
+
+
+def _attr_kind(v) -> str:
+    return "int" if isinstance(v, int) else "ints" if isinstance(v, tuple) else "number"
+
+
+@lru_cache(maxsize=256)
+def _table(decls: tuple) -> dict:
+    """The core opcodes and these extensions (shared: callers must not change it)."""
+    table = dict(OPCODES)
+    for i, d in enumerate(decls):
+        table[d.name] = _spec(d, tuple(decls[:i]))
+    return table
+
+
+def opcode_table(program: Program) -> dict[str, OpSpec]:
+    """The core opcodes and the program's extensions."""
+    return _table(tuple(getattr(program, "extensions", ())))
+
+
+def _work(program: Program, table: dict) -> list[tuple[str, int]]:
+    out = []
+    types = program.types
+    for ins in program.instructions:
+        spec = table[ins.opcode]
+        if spec.decl is not None:
+            ts = [types[n] for n in ins.operands]
+            out += _work(spec.body(ts[:spec.outputs], ts[spec.outputs:], spec.full_attrs(ins.attr)),
+                         spec.table)
+        else:
+            out.append((spec.op_class, instruction_ops(ins, types, table)))
+    return out
+
+
+def leaf_work(spec: OpSpec, outs, ins, attrs: dict) -> list[tuple[str, int]]:
+    """(op class, ops) of everything a leaf runs for one instruction: the instruction itself, or
+    every core instruction of an extension's body."""
+    if spec.decl is None:
+        return [(spec.op_class, int(spec.ops(outs, ins, attrs)))]
+    return _work(spec.body(outs, ins, attrs), spec.table)
+
