@@ -21,7 +21,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from isa.extensions import bind_sizes, extension_spec, leaf_work
+from isa.extensions import bind_sizes, eval_dim, extension_spec, leaf_work
 from isa.opcodes import OPCODES, normalize_axis, pads
 from isa.program import DTYPES, TensorType, format_value
 
@@ -77,6 +77,14 @@ class Task:
     @property
     def nbytes(self) -> int:
         return sum(t.nbytes for t in self.types)
+
+    @property
+    def working_set(self) -> int:
+        """Bytes a node holds to run this task: its operands, and an extension's temporaries."""
+        if not self.ext:
+            return self.nbytes
+        amap = access_map(self)
+        return self.nbytes + amap.temp_bytes([a.size for a in amap.axes])
 
     def text(self, names: tuple[str, ...] | None = None) -> str:
         """Canonical instruction text, with operand types in a trailing comment."""
@@ -143,16 +151,24 @@ class AccessMap:
     axes: tuple[Axis, ...]
     operands: tuple[tuple[Dim, ...], ...]      # per operand, destinations first
     dtype_bytes: tuple[int, ...]
+    temps: tuple = ()                          # an extension's temporaries: (bytes, dims)
+    sizes: tuple = ()                          # and its size symbols: (name, size, axis, halo)
 
     def footprint(self, extents) -> int:
-        """Bytes of all operands of a piece with these axis extents (the largest such piece)."""
-        total = 0
+        """Bytes of all operands of a piece with these axis extents (the largest such piece),
+        and of an extension body's temporaries."""
+        total = self.temp_bytes(extents) if self.temps else 0
         for dims, nb in zip(self.operands, self.dtype_bytes):
             n = nb
             for d in dims:
                 n *= d.extent(extents[d.axis] if d.axis >= 0 else 0)
             total += n
         return total
+
+    def temp_bytes(self, extents) -> int:
+        sizes = {name: (n if axis < 0 else min(n, extents[axis] + halo))
+                 for name, n, axis, halo in self.sizes}
+        return sum(nb * math.prod(eval_dim(d, sizes) for d in dims) for nb, dims in self.temps)
 
     def operand_bytes(self, i: int, extents) -> int:
         n = self.dtype_bytes[i]
@@ -266,7 +282,12 @@ def _extension_map(task: Task, nb) -> AccessMap:
             else:
                 dims.append(Dim("whole", -1, n))
         operands.append(tuple(dims))
-    return AccessMap(axes, tuple(operands), nb)
+    halos = {src: (index[axis], sizes[k] - 1) for src, (axis, k) in
+             ((s.window[0], (s.axis, s.window[1])) for s in decl.splits if s.window)}
+    symbols = tuple((name, n, index.get(name, halos.get(name, (-1, 0))[0]),
+                     halos.get(name, (-1, 0))[1]) for name, n in sizes.items())
+    temps = tuple((DTYPES[t.dtype], t.dims) for t in decl.temps)
+    return AccessMap(axes, tuple(operands), nb, temps, symbols)
 
 
 def _reduction_name(name: str | None) -> str | None:

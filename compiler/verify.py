@@ -84,9 +84,9 @@ def verify_plan(plan: Plan) -> None:
         for child, n in node.children:
             if (child, level + 1) not in plan.table:
                 raise InternalError("every child task has a plan", where, child.text())
-            if child.nbytes > budget:
+            if child.working_set > budget:
                 raise InternalError("a child's piece fits its memory", where,
-                                    f"{child.text()} needs {child.nbytes} bytes, budget {budget}")
+                                    f"{child.text()} needs {child.working_set} bytes, budget {budget}")
             child_ops += n * child.ops
         if node.reduce not in MERGES and not task.ext and child_ops != task.ops:
             raise InternalError("ops are conserved from a node to its children", where,

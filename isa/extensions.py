@@ -10,8 +10,11 @@ the checker, the reference interpreter, the compiler and the simulator treat it 
 """
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass, field
 from functools import lru_cache
+
+import numpy as np
 
 from isa.errors import SourceLocation, UserError, did_you_mean
 from isa.opcodes import OPCODES, AttrSpec, OpSpec, RuleBroken, instruction_ops
@@ -282,12 +285,14 @@ def _spec(decl: ExtDecl, earlier: tuple) -> OpSpec:
     n_out = len(decl.outputs)
 
     def body(outs, ins, a):
+        """The instantiated body for operands of these types (a piece no larger than the caps)."""
         types = tuple(outs) + tuple(ins)
         full = tuple((k, a.get(k, v)) for k, v in decl.attrs)
         return instantiate(decl, types, full, earlier)
 
     def rule(outs, ins, a):
-        program = body(outs, ins, a)
+        for piece, _ in leaf_pieces(decl, tuple(outs) + tuple(ins), distinct=True):
+            body(piece[:n_out], piece[n_out:], a)
         for s in decl.splits:
             if s.reduce:
                 g = table[s.reduce]
@@ -296,23 +301,33 @@ def _spec(decl: ExtDecl, earlier: tuple) -> OpSpec:
                 except RuleBroken as e:
                     raise RuleBroken(f"{decl.name}: reduction '{s.reduce}' does not combine its "
                                      f"partial results: {e.message}") from None
-        return program
+
+    def work(outs, ins, a):
+        total = []
+        for piece, _ in leaf_pieces(decl, tuple(outs) + tuple(ins)):
+            total += _work(body(piece[:n_out], piece[n_out:], a), table)
+        return total
 
     def ops(outs, ins, a):
-        return sum(n for _, n in _work(body(outs, ins, a), table))
+        return sum(n for _, n in work(outs, ins, a))
 
     def semantics(inputs, a, out_types, core=None):
-        from isa.reference import run_program
+        from isa.reference import NP_DTYPES, run_program
         types = tuple(out_types) + tuple(TensorType(_dtype(x), tuple(x.shape)) for x in inputs)
-        program = body(types[:n_out], types[n_out:], a)
-        feeds = {o.name: x for o, x in zip(decl.inputs, inputs)}
-        out = run_program(program, feeds, table, core)
-        return tuple(out[o.name] for o in decl.outputs)
+        outs = [np.zeros(t.shape, NP_DTYPES[t.dtype]) for t in out_types]
+        for piece, slices in leaf_pieces(decl, types):
+            program = body(piece[:n_out], piece[n_out:], a)
+            feeds = {o.name: x[s] for o, x, s in zip(decl.inputs, inputs, slices[n_out:])}
+            result = run_program(program, feeds, table, core)
+            for o, out, s in zip(decl.outputs, outs, slices):
+                out[s] = result[o.name]
+        return tuple(outs)
 
     attrs = {k: AttrSpec(_attr_kind(v), v) for k, v in decl.attrs}
     return OpSpec(decl.name, n_out, len(decl.inputs), rule, ops, "extension", attrs,
                   f"extension declared at {decl.loc}" if decl.loc else "extension",
-                  decl=decl, ext_key=(decl, earlier), body=body, semantics=semantics, table=table)
+                  decl=decl, ext_key=(decl, earlier), body=body, work=work, semantics=semantics,
+                  table=table)
 
 
 def _dtype(x) -> str:
@@ -344,8 +359,7 @@ def _work(program: Program, table: dict) -> list[tuple[str, int]]:
         spec = table[ins.opcode]
         if spec.decl is not None:
             ts = [types[n] for n in ins.operands]
-            out += _work(spec.body(ts[:spec.outputs], ts[spec.outputs:], spec.full_attrs(ins.attr)),
-                         spec.table)
+            out += spec.work(ts[:spec.outputs], ts[spec.outputs:], spec.full_attrs(ins.attr))
         else:
             out.append((spec.op_class, instruction_ops(ins, types, table)))
     return out
@@ -353,8 +367,35 @@ def _work(program: Program, table: dict) -> list[tuple[str, int]]:
 
 def leaf_work(spec: OpSpec, outs, ins, attrs: dict) -> list[tuple[str, int]]:
     """(op class, ops) of everything a leaf runs for one instruction: the instruction itself, or
-    every core instruction of an extension's body."""
+    every core instruction of an extension's body (for each piece its caps allow)."""
     if spec.decl is None:
         return [(spec.op_class, int(spec.ops(outs, ins, attrs)))]
-    return _work(spec.body(outs, ins, attrs), spec.table)
+    return spec.work(outs, ins, attrs)
+
+
+def leaf_pieces(decl: ExtDecl, types: tuple, distinct: bool = False):
+    """The pieces an extension's body runs on: the whole operands, or, along axes whose split
+    rule caps what a leaf receives (`leaf N`), consecutive pieces of at most N (with the halo of
+    a window). Yields (piece operand types, slices of each operand)."""
+    sizes = bind_sizes(decl, types)
+    capped = [s for s in decl.splits if s.leaf and sizes[s.axis] > s.leaf]
+    ranges = [[(lo, min(s.leaf, sizes[s.axis] - lo)) for lo in range(0, sizes[s.axis], s.leaf)]
+              for s in capped]
+    seen = set()
+    for combo in itertools.product(*ranges):
+        at = {s.axis: r for s, r in zip(capped, combo)}
+        halo = {s.window[0]: (at[s.axis][0], at[s.axis][1] + sizes[s.window[1]] - 1)
+                for s in capped if s.window}
+        slices, piece = [], []
+        for o, t in zip(decl.operands, types):
+            sl = tuple(slice(at[d][0], sum(at[d])) if d in at else
+                       slice(halo[d][0], sum(halo[d])) if d in halo else slice(None) for d in o.dims)
+            shape = tuple(len(range(*s.indices(n))) for s, n in zip(sl, t.shape))
+            slices.append(sl)
+            piece.append(TensorType(t.dtype, shape))
+        piece = tuple(piece)
+        if distinct and piece in seen:
+            continue
+        seen.add(piece)
+        yield piece, tuple(slices)
 

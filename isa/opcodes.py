@@ -67,6 +67,7 @@ class OpSpec:
     decl: object = None
     ext_key: tuple | None = None       # (declaration, earlier declarations): rebuilds this entry
     body: Callable | None = None
+    work: Callable | None = None       # (op class, ops) of every core instruction a leaf runs
     semantics: Callable | None = None
     table: dict | None = None
 
