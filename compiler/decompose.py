@@ -36,6 +36,7 @@ from isa.program import Program
 __all__ = ["BUFFERING", "CompileError", "compile_program", "Decomposer"]
 
 BUFFERING = 2          # pieces in flight per child memory: one executing, one loading
+EXTRA_CUTS = 4         # serial cuts tried beyond the fewest that fit, kept while they lower the cost
 
 
 class CompileError(UserError):
@@ -98,7 +99,7 @@ class Decomposer:
             while amap.footprint(model.child_extents(pieces, ways)) > budget:
                 pieces, cost = min(((p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)),
                                    key=lambda pc: pc[1])
-            for _ in range(4):      # a few more cuts while they pay (deeper pipelining)
+            for _ in range(EXTRA_CUTS):      # a few more cuts while they pay (deeper pipelining)
                 steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)]
                 if not steps:
                     break

@@ -98,6 +98,13 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--summary", action="store_true", help="print only the per-level totals")
     _machine_args(k)
 
+    c2 = sub.add_parser("compare", help="two programs side by side on one machine (timing only)")
+    c2.add_argument("a", metavar="A.fasm")
+    c2.add_argument("b", metavar="B.fasm")
+    c2.add_argument("--json", action="store_true",
+                    help="print both run reports under the keys a and b")
+    _machine_args(c2)
+
     m = sub.add_parser("machines", help="list the preset machines")
     m.add_argument("--json", action="store_true")
     return p
@@ -173,6 +180,40 @@ def _cmd_compile(args, out) -> int:
     return EXIT_OK
 
 
+def _cmd_compare(args, out) -> int:
+    from fractal import api
+    machine = api.build_machine(args.machine, args.depth, args.fanout)
+    a, b = (api.run(f, machine, functional=False) for f in (args.a, args.b))
+    if args.json:
+        json.dump({"machine": machine.name, "a": a.to_json(), "b": b.to_json()}, out, indent=2)
+        out.write("\n")
+        return EXIT_OK
+    print(compare_text(a, b), file=out)
+    return EXIT_OK
+
+
+def compare_text(a, b) -> str:
+    """Two run reports side by side, with the ratio b / a."""
+    rows = [("root instructions", len(a.instructions), len(b.instructions)),
+            ("leaf instructions", a.levels[-1]["instructions"], b.levels[-1]["instructions"])]
+    for la, lb in zip(a.levels[1:], b.levels[1:]):
+        rows.append((f"bytes down to level {la['level']} ({la['name']})", la["bytes_in"], lb["bytes_in"]))
+        rows.append((f"bytes up from level {la['level']} ({la['name']})", la["bytes_out"], lb["bytes_out"]))
+    rows += [("reduction ops", a.reduction_ops, b.reduction_ops), ("cycles", a.cycles, b.cycles),
+             ("energy (joules)", a.energy_joules, b.energy_joules), ("ops", a.ops, b.ops)]
+    wa, wb = max(len(a.program), 14), max(len(b.program), 14)
+    lines = [f"machine {a.machine} ({a.leaves:,} leaves)", "",
+             f"{'':<36}{a.program:>{wa}}  {b.program:>{wb}}  {'b / a':>9}"]
+    for name, x, y in rows:
+        fx = f"{x:,.4g}" if isinstance(x, float) else f"{x:,}"
+        fy = f"{y:,.4g}" if isinstance(y, float) else f"{y:,}"
+        ratio = f"{y / x:,.3g}" if x else "-"
+        lines.append(f"{name:<36}{fx:>{wa}}  {fy:>{wb}}  {ratio:>9}")
+    bound = lambda r: ", ".join(sorted({i.bound for i in r.instructions}))
+    lines.append(f"{'bound by':<36}{bound(a):>{wa}}  {bound(b):>{wb}}")
+    return "\n".join(lines)
+
+
 def _cmd_machines(args, out) -> int:
     from fractal.machine import PRESETS, preset
     machines = [preset(n) for n in PRESETS]
@@ -193,7 +234,7 @@ def _cmd_machines(args, out) -> int:
 
 
 COMMANDS = {"check": _cmd_check, "run": _cmd_run, "compile": _cmd_compile,
-            "machines": _cmd_machines}
+            "compare": _cmd_compare, "machines": _cmd_machines}
 
 
 def main(argv: list[str] | None = None, out=None) -> int:
