@@ -82,23 +82,28 @@ class Decomposer:
         node, child = m.levels[level], m.levels[level + 1]
         budget = child.memory_bytes // BUFFERING
         sizes = [a.size for a in amap.axes]
-        free = [i for i, a in enumerate(amap.axes) if a.splittable and a.size > 1]
+        least = [a.least for a in amap.axes]
+        free = [i for i, a in enumerate(amap.axes) if a.splittable and a.size >= 2 * a.least]
         smallest = [1 if i in free else s for i, s in enumerate(sizes)]
         need = amap.footprint(smallest)
         if need > budget:
             self._too_big(task, level, need, budget)
-        model = _CostModel(task, amap, m, level)
+        model = _CostModel(task, amap, m, level, least)
         candidates = 0
         best = None
         caps = [ax.leaf if level + 1 == m.depth else None for ax in amap.axes]
-        for ways in _parallel_candidates(sizes, free, node.fanout):
+        for ways in _parallel_candidates([s // m for s, m in zip(sizes, least)], free, node.fanout):
             candidates += 1
             # an axis a leaf may receive only so much of is cut that far from the start
             pieces = [1 if cap is None else ceil_div(s, cap * w) for s, cap, w in zip(sizes, caps, ways)]
             cost = model.cost(pieces, ways)
-            while amap.footprint(model.child_extents(pieces, ways)) > budget:
-                pieces, cost = min(((p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)),
-                                   key=lambda pc: pc[1])
+            while (need := amap.footprint(model.child_extents(pieces, ways))) > budget:
+                steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)]
+                if not steps:       # every axis is as small as its split rules allow
+                    break
+                pieces, cost = min(steps, key=lambda pc: pc[1])
+            if need > budget:
+                continue
             for _ in range(EXTRA_CUTS):      # a few more cuts while they pay (deeper pipelining)
                 steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)]
                 if not steps:
@@ -109,6 +114,8 @@ class Decomposer:
                 pieces, cost = p, c
             if best is None or cost < best[0]:
                 best = (cost, pieces, ways)
+        if best is None:
+            self._too_big(task, level, need, budget)
         cost, pieces, ways = best
         return self._build(task, level, amap, pieces, ways, cost, candidates, budget)
 
@@ -188,8 +195,9 @@ class Decomposer:
 class _CostModel:
     """The per-level pipeline estimate used to rank candidate splits (module docstring)."""
 
-    def __init__(self, task: Task, amap: AccessMap, machine: Machine, level: int):
+    def __init__(self, task: Task, amap: AccessMap, machine: Machine, level: int, least):
         self.amap = amap
+        self.least = least
         self.sizes = [a.size for a in amap.axes]
         self.node, self.child = machine.levels[level], machine.levels[level + 1]
         leaves_below = math.prod(machine.fanouts[level + 1:])
@@ -214,7 +222,8 @@ class _CostModel:
         for a in free:
             if ext[a] > 1:
                 n = ceil_div(self.sizes[a], ceil_div(ext[a], 2) * ways[a])
-                if n > pieces[a]:
+                if n > pieces[a] and (self.least[a] == 1 or
+                                      self.sizes[a] // n // ways[a] >= self.least[a]):
                     yield pieces[:a] + [n] + pieces[a + 1:]
 
     def cost(self, pieces, ways):

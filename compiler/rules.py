@@ -102,6 +102,7 @@ class Axis:
     reduce: str | None = None      # g when this axis is split; None: results concatenate
     splittable: bool = True
     leaf: int | None = None        # the most a leaf may receive along this axis
+    least: int = 1                 # the least any child may receive along this axis
 
 
 @dataclass(frozen=True)
@@ -267,7 +268,8 @@ def _extension_map(task: Task, nb) -> AccessMap:
     reduction, window and leaf cap); every other size is a whole dimension."""
     decl = task.ext[0]
     sizes = bind_sizes(decl, task.types)
-    axes = tuple(Axis(s.axis, sizes[s.axis], _reduction_name(s.reduce), leaf=s.leaf)
+    axes = tuple(Axis(s.axis, sizes[s.axis], _reduction_name(s.reduce), leaf=s.leaf,
+                      least=max(1, sizes.get(s.least, s.least) if s.least is not None else 1))
                  for s in decl.splits)
     index = {s.axis: i for i, s in enumerate(decl.splits)}
     windows = {s.window[0]: (index[s.axis], sizes[s.window[1]]) for s in decl.splits if s.window}

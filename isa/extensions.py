@@ -73,6 +73,7 @@ class SplitRule:
     reduce: str | None = None       # instruction combining two partial results; None: concatenate
     window: tuple | None = None     # (source size symbol, kernel size symbol): a halo, stride 1
     leaf: int | None = None         # the most a leaf may receive along the axis
+    least: int | str | None = None  # the least any child may receive along the axis (a size)
     loc: SourceLocation | None = field(default=None, compare=False, repr=False)
 
     def text(self) -> str:
@@ -83,6 +84,8 @@ class SplitRule:
             parts.append(f"window {self.window[0]} kernel {self.window[1]}")
         if self.leaf:
             parts.append(f"leaf {self.leaf}")
+        if self.least is not None:
+            parts.append(f"min {self.least}")
         return " ".join(parts)
 
 
@@ -217,6 +220,9 @@ def _check_splits(errors, d: ExtDecl, symbols: set, known: dict):
                     _err(errors, d, f"window size '{sym}' is not a size of any operand", s.loc)
         if s.leaf is not None and s.leaf < 1:
             _err(errors, d, f"leaf {s.leaf} must be at least 1", s.loc)
+        if isinstance(s.least, str) and s.least not in symbols:
+            _err(errors, d, f"min size '{s.least}' is not a size of any operand", s.loc,
+                 did_you_mean(s.least, symbols))
 
 
 # ---------------------------------------------------------------- instances

@@ -132,11 +132,15 @@ class _Builder(Transformer):
     def ext_attrs(self, c):
         return tuple(c)
 
+    def least(self, c):
+        return c[0]
+
     def split(self, c):
-        axis, reduce, src, kernel, leaf = c
+        axis, reduce, src, kernel, leaf, least = c
         return ext.SplitRule(str(axis), str(reduce) if reduce is not None else None,
                              (str(src), str(kernel)) if src is not None else None,
-                             int(leaf) if leaf is not None else None, self.loc(axis))
+                             int(leaf) if leaf is not None else None,
+                             None if least is None else _dim(least), self.loc(axis))
 
     def extension(self, c):
         name, outs, ins, attrs, *lines = c
