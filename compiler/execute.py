@@ -14,6 +14,7 @@ import numpy as np
 
 from compiler.plan import NodePlan, Plan
 from compiler.rules import MERGES, access_map, split_ranges, sub_task
+from isa.errors import UserError
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, SEMANTICS, semantics_of
 
@@ -153,6 +154,12 @@ def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS) ->
     for ins, root in zip(program.instructions, plan.roots):
         n_out = root.task.spec.outputs
         inputs = [env[n] for n in ins.operands[n_out:]]
-        for name, value in zip(ins.operands[:n_out], run_node(plan, root, inputs, leaf_fn, cache)):
+        try:
+            values = run_node(plan, root, inputs, leaf_fn, cache)
+        except UserError as e:              # bad data (a gather index): say which instruction
+            if e.where is None:
+                e.where, e.source_line = ins.loc, program.source_line(ins.loc)
+            raise
+        for name, value in zip(ins.operands[:n_out], values):
             env[name] = np.array(value, order="C")
     return {t.name: env[t.name] for t in program.outputs}

@@ -240,7 +240,12 @@ def run_program(program: Program, feeds: dict[str, np.ndarray], table: dict,
         else:
             env[t.name] = np.zeros(t.type.shape, NP_DTYPES[t.type.dtype])
     for instr in program.instructions:
-        execute_instruction(instr, env, types, table, core)
+        try:
+            execute_instruction(instr, env, types, table, core)
+        except UserError as e:
+            if e.source_line is None and e.where == instr.loc:
+                e.source_line = program.source_line(instr.loc)
+            raise
     return {t.name: env[t.name] for t in program.outputs}
 
 
