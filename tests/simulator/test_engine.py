@@ -145,3 +145,30 @@ def test_utilization_and_energy_are_consistent():
     assert r.energy_breakdown["compute"] == pytest.approx(r.ops * 0.3e-12)
     assert r.energy_breakdown["static"] == pytest.approx(24.0 * r.seconds)
     assert r.energy_joules == pytest.approx(sum(r.energy_breakdown.values()))
+
+
+def test_pipeline_matches_the_closed_form_when_execute_bound():
+    """With one child, no latency and execution slower than a load plus a store, consecutive
+    pieces execute back to back, and the per-level formula is exact:
+        cycles = decode + load (fill) + N x execute + store (drain)."""
+    compute = {"mac_ops_per_cycle": 8, "elementwise_ops_per_cycle": 0.25,
+               "compare_ops_per_cycle": 1, "mac_pj_per_op": 1, "elementwise_pj_per_op": 1,
+               "compare_pj_per_op": 1}
+    m = machine_from_dict({"name": "line", "frequency_hz": 1e9, "level": [
+        {"fanout": 1, "memory_bytes": 1 << 20, "memory_bandwidth": 4, "link_bandwidth": 4,
+         "link_latency": 0, "decode_cycles": 7, "lfu_ops_per_cycle": 1, "memory_pj_per_byte": 1,
+         "link_pj_per_byte": 1, "static_watts": 0},
+        {"memory_bytes": 1024, "memory_bandwidth": 1 << 16, "link_bandwidth": 4, "link_latency": 0,
+         "decode_cycles": 0, "lfu_ops_per_cycle": 1, "memory_pj_per_byte": 1,
+         "link_pj_per_byte": 1, "static_watts": 0, "compute": compute}]})
+    program = parse_program("tensor x : f32[1024] input\ntensor y : f32[1024] output\n"
+                            "relu y, x\n", "line.fasm")
+    plan = compile_program(program, m)
+    root = plan.roots[0]
+    n = root.pieces
+    piece = 1024 // n
+    assert 1024 % n == 0 and 2 * 4 * piece <= 512          # even pieces that fit half of 1 KiB
+    load = store = 4 * piece // 4                           # bytes over a 4 B/cycle port and link
+    execute = int(piece / 0.25)                             # the leaf's element-wise rate
+    assert execute >= load + store
+    assert Engine(plan, "exact").instruction_cycles() == [7 + load + n * execute + store]
