@@ -144,9 +144,10 @@ class _Builder(Transformer):
 
     def extension(self, c):
         name, outs, ins, attrs, *lines = c
-        operands = tuple(dataclasses.replace(o, output=True) for o in outs or []) + tuple(
-            o for o in ins if o.index is None or not self.error(
-                f"'{o.name}' is an input; only outputs hold positions ('index')", o.loc))
+        for o in ins:
+            if o.index is not None:
+                self.error(f"'{o.name}' is an input; only outputs hold positions ('index')", o.loc)
+        operands = tuple(dataclasses.replace(o, output=True) for o in outs or []) + tuple(ins)
         temps, splits, body = [], [], []
         for item in lines:
             if isinstance(item, ext.SplitRule):
