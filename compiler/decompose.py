@@ -43,6 +43,13 @@ class CompileError(UserError):
     """An instruction that cannot be fitted onto the machine."""
 
 
+def moved_bytes(task: Task) -> int:
+    """Bytes a DMA reads and writes for a data-movement task: each destination element is read
+    once and written once (a gather also reads its indices)."""
+    out = sum(t.nbytes for t in task.outputs)
+    return 2 * out + (task.inputs[1].nbytes if task.opcode == "gather" else 0)
+
+
 def _bytes(n: float) -> str:
     return f"{int(n):,} bytes"
 
@@ -72,7 +79,7 @@ class Decomposer:
             return NodePlan(task, level, "leaf")
         amap = access_map(task)
         if amap is None:
-            return NodePlan(task, level, "local", local_bytes=task.nbytes,
+            return NodePlan(task, level, "local", local_bytes=moved_bytes(task),
                             why="data movement: run by this node's DMA in its local memory")
         return self._split(task, level, amap)
 

@@ -142,7 +142,7 @@ def _err(errors, decl, message, loc, hint=None):
 def check_declarations(decls: tuple[ExtDecl, ...]) -> list[UserError]:
     """Problems of the declarations themselves, in order; each may use only earlier ones."""
     errors: list[UserError] = []
-    known: dict[str, int] = {k: s.outputs for k, s in OPCODES.items()}
+    known: dict[str, tuple] = {k: (s.outputs, s.inputs) for k, s in OPCODES.items()}
     later = {d.name for d in decls}
     for d in decls:
         if d.name in known:
@@ -185,7 +185,7 @@ def check_declarations(decls: tuple[ExtDecl, ...]) -> list[UserError]:
                 if n not in names:
                     _err(errors, d, f"undefined name '{n}' in extension '{d.name}' (not an operand "
                                     f"or temporary)", ins.operand_loc(i), did_you_mean(n, names))
-        known[d.name] = len(d.outputs)
+        known[d.name] = (len(d.outputs), len(d.inputs))
     return errors
 
 
@@ -211,9 +211,16 @@ def _check_splits(errors, d: ExtDecl, symbols: set, known: dict):
             if s.reduce not in known:
                 _err(errors, d, f"unknown reduction instruction '{s.reduce}'", s.loc,
                      did_you_mean(s.reduce, known))
-            elif known[s.reduce] != len(d.outputs):
-                _err(errors, d, f"reduction '{s.reduce}' has {known[s.reduce]} destination(s); it "
-                                f"must combine {len(d.outputs)} partial result(s) into as many", s.loc)
+            elif known[s.reduce] != (len(d.outputs), 2 * len(d.outputs)):
+                outs, ins = known[s.reduce]
+                _err(errors, d, f"reduction '{s.reduce}' takes {outs} destination(s) and "
+                                f"{'any number of' if ins is None else ins} source(s); it must "
+                                f"combine two sets of {len(d.outputs)} partial result(s) into one "
+                                f"({len(d.outputs)} destination(s), {2 * len(d.outputs)} sources)",
+                     s.loc)
+            if s.leaf is not None:
+                _err(errors, d, f"'leaf' caps a split whose pieces concatenate; '{s.axis}' is "
+                                f"reduced", s.loc)
         if s.window is not None:
             for sym in s.window:
                 if sym not in symbols:

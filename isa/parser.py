@@ -254,10 +254,11 @@ def parse_collect(text: str, file: str = "<program>", _including: tuple = ()) ->
     errors = builder.errors
     extensions = []
     for item in items:
-        if isinstance(item, ext.ExtDecl):
-            extensions.append(item)
-        elif isinstance(item, _Include):
-            extensions += _include(item, file, builder, _including + (str(Path(file).resolve()),))
+        found = [item] if isinstance(item, ext.ExtDecl) else _include(
+            item, file, builder, _including + (str(Path(file).resolve()),)) if isinstance(
+            item, _Include) else []
+        # a library reached twice (directly and through another) brings the same declarations
+        extensions += [d for d in found if d not in extensions]
     tensors = tuple(x for x in items if isinstance(x, TensorDecl))
     instrs = tuple(x for x in items if isinstance(x, Instruction))
     if _including and (tensors or instrs):

@@ -134,7 +134,7 @@ class Engine:
     def _run_locally(self, env, node: NodePlan, path, totals: NodeTotals):
         level = self.machine.levels[node.level]
         task = node.task
-        memory = _ceil(task.nbytes / level.memory_bandwidth)
+        memory = _ceil((node.local_bytes or task.nbytes) / level.memory_bandwidth)
         compute = 0
         if node.kind == "leaf":
             compute = sum(_ceil(ops / self.machine.compute.ops_per_cycle(c))

@@ -80,7 +80,7 @@ CASES = {
         "extension two(a: f32[R], b: f32[R] <- x: f32[R], y: f32[R], z: f32[R], w: f32[R])\n"
         "  add a, x, y\n  add b, z, w\nend\n"
         "extension f(y: f32[R] <- x: f32[R, N])\n  split N reduce two\n  reduce_sum y, x, axis=1\nend\n", """
-        ext.fasm:6:9: error: reduction 'two' has 2 destination(s); it must combine 1 partial result(s) into as many
+        ext.fasm:6:9: error: reduction 'two' takes 2 destination(s) and 4 source(s); it must combine two sets of 1 partial result(s) into one (1 destination(s), 2 sources)
               split N reduce two
                     ^
         """),
@@ -109,6 +109,25 @@ def test_declaration_errors(name):
     text, message = CASES[name]
     use = "tensor a : f32[4] input\ntensor b : f32[4] output\ncopy b, a\n"
     assert errors_of(text + use) == textwrap.dedent(message).strip("\n")
+
+
+def test_reduction_arity_and_leaf_caps_on_reduced_axes():
+    text = ("extension f(y: f32[R] <- x: f32[R, N])\n  split N reduce relu leaf 4\n"
+            "  reduce_sum y, x, axis=1\nend\n" + "tensor a : f32[4] input\ntensor b : f32[4] output\n"
+            "copy b, a\n")
+    with pytest.raises(ErrorGroup) as info:
+        parse_program(text, "ext.fasm")
+    assert [e.message for e in info.value.errors] == [
+        "reduction 'relu' takes 1 destination(s) and 1 source(s); it must combine two sets of 1 "
+        "partial result(s) into one (1 destination(s), 2 sources)",
+        "'leaf' caps a split whose pieces concatenate; 'N' is reduced"]
+
+
+def test_a_library_included_twice_is_read_once(tmp_path):
+    (tmp_path / "scale.fasm").write_text(SCALE)
+    (tmp_path / "other.fasm").write_text('include "scale.fasm"\n')
+    (tmp_path / "main.fasm").write_text('include "scale.fasm"\ninclude "other.fasm"\n' + USE)
+    assert [e.name for e in load_program(tmp_path / "main.fasm").extensions] == ["scale2"]
 
 
 def test_use_that_breaks_the_body_is_located_at_the_use():
