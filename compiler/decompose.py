@@ -91,7 +91,7 @@ class Decomposer:
         sizes = [a.size for a in amap.axes]
         least = [a.least for a in amap.axes]
         free = [i for i, a in enumerate(amap.axes) if a.splittable and a.size >= 2 * a.least]
-        smallest = [1 if i in free else s for i, s in enumerate(sizes)]
+        smallest = [least[i] if i in free else s for i, s in enumerate(sizes)]
         need = amap.footprint(smallest)
         if need > budget:
             self._too_big(task, level, need, budget)

@@ -96,7 +96,8 @@ def _node_lines(node: NodePlan, count: int, lv: int, m, names) -> list[str]:
         out.append(f"        {n:,} x {t.text(names)}")
     if len(node.children) > SHOW_TASKS:
         out.append(f"        ... and {len(node.children) - SHOW_TASKS} more shapes")
-    red = f", reduction ops {node.reduction_ops:,} (g={node.reduce})" if node.reduce else ""
+    red = (f", reduction ops {node.reduction_ops:,} (g={node.reduce.removeprefix('g:')})"
+           if node.reduce else "")
     out.append(f"      bytes down {node.bytes_down:,}, up {node.bytes_up:,}{red}")
     out.append(f"      why: {node.why}")
     return out

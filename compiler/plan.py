@@ -31,7 +31,8 @@ class AxisSplit:
     reduce: str | None = None
 
     def text(self) -> str:
-        g = f" (g={self.reduce})" if self.reduce and self.pieces * self.ways > 1 else ""
+        g = (f" (g={self.reduce.removeprefix('g:')})" if self.reduce and self.pieces * self.ways > 1
+             else "")
         return f"{self.name}={self.size}: {self.pieces} serial x {self.ways} parallel{g}"
 
 

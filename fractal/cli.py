@@ -161,7 +161,7 @@ def _cmd_run(args, out) -> int:
         return EXIT_OK
     print(text, file=out)
     if args.save_outputs:
-        print(f"outputs written to {args.save_outputs}/", file=out)
+        print(f"outputs written to {args.save_outputs.rstrip('/')}/", file=out)
     if getattr(args, "trace", None):
         print(f"trace written to {args.trace} (open it in ui.perfetto.dev or chrome://tracing)",
               file=out)

@@ -11,8 +11,10 @@ Every node runs the pipeline of the instructions it receives:
     WB  the children's results come back over the links and through the port
     RD  the local functional unit combines partial results (g ops / LFU throughput)
 
-Consecutive serial pieces overlap: each stage is a resource held by one piece at a time, in order,
-and at most BUFFERING pieces are in flight (the children's memories hold that many). A leaf runs
+Consecutive serial pieces overlap: the memory port, the children and the LFU are each held by one
+piece at a time, in order (a transfer holds the port for its port time; its link time beyond that
+and its latency overlap other work), and at most BUFFERING pieces are in flight (the children's
+memories hold that many). A leaf runs
 its task in max(ops / its rate for the op class, bytes / its memory bandwidth) cycles; a node that
 receives a data-movement instruction runs it with its DMA at its memory port's bandwidth.
 
