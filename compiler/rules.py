@@ -250,6 +250,12 @@ def access_map(task: Task) -> AccessMap | None:
         axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(y.shape))
         dims = _plain(range(y.rank), y.shape)
         return AccessMap(axes, (dims, dims), nb)
+    if op == "mergepos":            # rows split; each row's runs are merged whole
+        x = ts[1]
+        axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(x.shape[:-1]))
+        lead = list(range(x.rank - 1))
+        return AccessMap(axes, tuple(_plain(lead, t.shape[:-1]) + (Dim("whole", -1, t.shape[-1]),)
+                                     for t in ts), nb)
     if op in ("reduce_sum", "reduce_max", "argmax", "argmin", "count", "sort", "argsort"):
         x = ts[1]
         ax = x.rank - 1 if op in ("count", "sort", "argsort") else normalize_axis(a["axis"], x.rank)

@@ -324,6 +324,18 @@ def _argsort(outs, ins, a):
     _expect_shape(y, x.shape, f"argsort of {_fmt(x)}")
 
 
+def _mergepos(outs, ins, a):
+    y, (x, z) = outs[0], ins
+    if x.rank < 1 or z.rank != x.rank or x.shape[:-1] != z.shape[:-1]:
+        raise RuleBroken(f"mergepos needs two runs with equal leading axes, found {_fmt(x)} and "
+                         f"{_fmt(z)}", operand=2)
+    _same_dtype([x, z], "mergepos runs")
+    if y.dtype != "i32":
+        raise RuleBroken(f"mergepos destination must be i32, found {_fmt(y)}", operand=0)
+    _expect_shape(y, x.shape[:-1] + (x.shape[-1] + z.shape[-1],),
+                  f"merging runs {_fmt(x)} and {_fmt(z)}")
+
+
 def _gather(outs, ins, a):
     y, (x, i) = outs[0], ins
     if x.rank < 1 or i.rank != x.rank:
@@ -456,6 +468,9 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in [
     OpSpec("sort", 1, 1, _sort, _sort_ops, "compare", {}, "Y = X sorted ascending along the last axis"),
     OpSpec("argsort", 1, 1, _argsort, _sort_ops, "compare", {},
            "Y (i32) = the positions that sort X ascending along the last axis (stable)"),
+    OpSpec("mergepos", 1, 2, _mergepos, _out_size, "compare", {},
+           "Y (i32) = positions in A then B of their merge ascending along the last axis "
+           "(stable: A first on ties); A and B are sorted runs, so a merge is one compare per element"),
     OpSpec("gather", 1, 2, _gather, _zero, "move", {},
            "Y[..., j] = X[..., I[..., j]] along the last axis (indices out of range are an error)"),
     OpSpec("count", 1, 1, _count, _in_size, "compare", {"value": _N},

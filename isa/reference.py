@@ -183,6 +183,9 @@ SEMANTICS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "eucdist": _eucdist,
     "sort": lambda ins, a, t: _out(np.sort(ins[0], axis=-1, kind="stable"), t),
     "argsort": lambda ins, a, t: _out(np.argsort(ins[0], axis=-1, kind="stable"), t),
+    # the stable order of the two runs placed end to end: for sorted runs, their merge
+    "mergepos": lambda ins, a, t: _out(np.argsort(np.concatenate(ins, axis=-1), axis=-1,
+                                                  kind="stable"), t),
     "gather": _gather,
     "count": _count,
     "transpose": lambda ins, a, t: _out(np.transpose(ins[0], a["perm"]), t),

@@ -438,6 +438,11 @@ def _argsort(ins, a, t):
     return out.reshape(t.shape)
 
 
+def _mergepos(ins, a, t):
+    # positions of the merge of two runs: the stable order of the runs placed end to end
+    return _argsort([np.concatenate([np.asarray(x) for x in ins], axis=-1)], a, t)
+
+
 def _gather(ins, a, t):
     x, idx = np.asarray(ins[0]), np.asarray(ins[1])
     rows, n, m = math.prod(idx.shape[:-1]), x.shape[-1], idx.shape[-1]
@@ -478,6 +483,7 @@ LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "eucdist": lambda ins, a, t: _eucdist_k(_c(ins[0], np.float32), _c(ins[1], np.float32)),
     "sort": _sort,
     "argsort": _argsort,
+    "mergepos": _mergepos,
     "gather": _gather,
     "count": _count,
     "transpose": lambda ins, a, t: np.array(np.transpose(ins[0], a["perm"]), _dt(t), order="C"),

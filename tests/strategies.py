@@ -80,6 +80,14 @@ def random_program(rng: np.random.Generator, opcode: str):
         else:
             lines = [_decl("x", "i32", shape, "input"), _decl("y", "i32", shape[:-1], "output")]
             body = f"count y, x, value={r(0, 9)}"
+    elif opcode == "mergepos":
+        lead = _dims(rng, r(0, 2), 1, 5)
+        a, b = lead + [r(1, 9)], lead + [r(1, 9)]
+        dtype = "i32" if r(0, 1) else "f32"
+        lines = [_decl("x", dtype, a, "input"), _decl("z", dtype, b, "input"),
+                 _decl("sx", dtype, a), _decl("sz", dtype, b),
+                 _decl("y", "i32", lead + [a[-1] + b[-1]], "output")]
+        body = "sort sx, x\nsort sz, z\nmergepos y, sx, sz"
     elif opcode == "gather":
         shape = _dims(rng, r(1, 3), 1, 6)
         k = r(1, shape[-1])

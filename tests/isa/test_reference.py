@@ -544,3 +544,24 @@ def test_asymmetric_padding_matches_a_symmetric_run_cropped():
         part = SEMANTICS[op]([x[:, :, 3:7]], dict(attrs, pad=(0, 1, 1, 1)),
                              TensorType("f32", (1, 2, 2, 3)))
         np.testing.assert_allclose(part, whole[:, :, 2:4], rtol=1e-6)
+
+
+def test_mergepos_orders_two_sorted_runs_stably():
+    """An independent two-pointer merge: A's element first when equal."""
+    from isa.reference import SEMANTICS
+    from isa.program import TensorType
+    rng = np.random.default_rng(5)
+    a = np.sort(rng.integers(0, 6, (4, 7)).astype(np.float32), axis=1)
+    b = np.sort(rng.integers(0, 6, (4, 5)).astype(np.float32), axis=1)
+    got = SEMANTICS["mergepos"]([a, b], {}, TensorType("i32", (4, 12)))
+    for r in range(4):
+        i = j = 0
+        want = []
+        while i < 7 or j < 5:
+            if j == 5 or (i < 7 and a[r, i] <= b[r, j]):
+                want.append(i)
+                i += 1
+            else:
+                want.append(7 + j)
+                j += 1
+        assert got[r].tolist() == want

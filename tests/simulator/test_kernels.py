@@ -295,3 +295,12 @@ def test_data_movement(seed, shape, dtype, data):
              for _ in range(int(rng.integers(1, 4)))]
     total = sum(p.shape[ax] for p in parts)
     check("concat", parts, shape[:ax] + (total,) + shape[ax + 1:], dtype, axis=axis)
+
+
+@FEW
+@given(seeds, st.integers(1, 4), st.integers(1, 12), st.integers(1, 12))
+def test_mergepos(seed, rows, m, n):
+    rng = np.random.default_rng(seed)
+    a = np.sort(rng.integers(0, 5, (rows, m)).astype(np.float32), axis=1)
+    b = np.sort(rng.integers(0, 5, (rows, n)).astype(np.float32), axis=1)
+    check("mergepos", [a, b], (rows, m + n), out_dtype="i32")
