@@ -142,8 +142,9 @@ class Decomposer:
     # ------------------------------------------------------------ the chosen split
     def _build(self, task, level, amap, pieces, ways, cost, candidates, budget) -> NodePlan:
         node = self.machine.levels[level]
+        sizes = [a.size for a in amap.axes]
         ranges, piece_counts = [], []
-        for size, n, p in zip([a.size for a in amap.axes], pieces, ways):
+        for size, n, p in zip(sizes, pieces, ways):
             rs = []
             pcs = split_ranges(size, n)
             for ps, pe in pcs:
@@ -158,14 +159,23 @@ class Decomposer:
         bytes_up = sum(transfer_bytes(amap, i, ranges, per_child) for i in range(n_out))
         red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce and len(ranges[a]) > 1]
         reduce = amap.axes[red_axes[0]].reduce if red_axes else None
-        reduction_ops = 0
+        reduction_ops = child_reduction_ops = 0
         if red_axes:
             runs = math.prod(len(ranges[a]) for a in red_axes)
             if reduce in MERGES:
                 out = task.outputs[0]
                 reduction_ops = merge_ops(out.size // out.shape[-1], out.shape[-1], runs)
-            else:
+            elif len(red_axes) > 1:         # partials of several cut axes all come back
                 reduction_ops = combine_ops(task, reduce, task.outputs, runs - 1)
+            else:
+                # the children keep their partials across serial pieces: each writes back once,
+                # and this node's LFU combines only the parallel ways
+                (a,) = red_axes
+                slots = max(len(split_ranges(pe, ways[a])) for _, pe in split_ranges(sizes[a], pieces[a]))
+                up_copies = [slots if i == a else n for i, n in enumerate(per_child)]
+                bytes_up = sum(transfer_bytes(amap, i, ranges, up_copies) for i in range(n_out))
+                reduction_ops = combine_ops(task, reduce, task.outputs, slots - 1)
+                child_reduction_ops = combine_ops(task, reduce, task.outputs, runs - slots)
         splits = tuple(AxisSplit(ax.name, ax.size, piece_counts[a], ways[a], ax.reduce)
                        for a, ax in enumerate(amap.axes))
         busy = math.prod(min(w, ceil_div(ax.size, p)) for ax, w, p in zip(amap.axes, ways, pieces))
@@ -174,7 +184,8 @@ class Decomposer:
                f"fit {budget:,} bytes ({BUFFERING} pieces in flight); chose {cut}: estimated "
                f"{cost[0]:,.0f} cycles, {cost[1]:,.0f} bytes + reduction ops")
         return NodePlan(task, level, "split", splits, children, math.prod(piece_counts), busy,
-                        bytes_down, bytes_up, 0, reduction_ops, reduce, cost[0], why)
+                        bytes_down, bytes_up, 0, reduction_ops, reduce, child_reduction_ops, cost[0],
+                        why)
 
     def _distinct_children(self, task, amap, ranges):
         """Group the child ranges of each axis into kinds, then take the product across axes."""
@@ -240,6 +251,7 @@ class _CostModel:
         busy = math.prod(busy_ways)
         n_pieces = math.prod(pieces)
         down = up = link_in = link_out = 0
+        kept = math.prod(pieces[a] for a in self.reduce_axes) if not self.merge else 1
         for i, dep in enumerate(self.deps):
             b = self.amap.operand_bytes(i, ext)
             if i < self.n_out:
@@ -251,8 +263,13 @@ class _CostModel:
                 link_in += b
         bw, lat = self.node.memory_bandwidth, self.child.link_latency
         load = max(down / bw, link_in / self.child.link_bandwidth) + lat
+        up /= kept                  # kept partials are written back once per output region
+        link_out /= kept
         store = max(up / bw, link_out / self.child.link_bandwidth) + lat
         execute = self.leaf_cycles * math.prod(ext) / self.points
+        if kept > 1:                # a child adds each later partial into the one it keeps
+            out_elems = self.amap.operand_bytes(0, ext) / self.amap.dtype_bytes[0]
+            execute += out_elems / self.child.lfu_ops_per_cycle * (1 - 1 / kept)
         runs = math.prod(pieces[a] * busy_ways[a] for a in self.reduce_axes) if self.reduce_axes else 1
         if self.merge:
             red = merge_ops(self.out_elems // self.row, self.row, runs)

@@ -13,7 +13,7 @@ import itertools
 import numpy as np
 
 from compiler.plan import NodePlan, Plan
-from compiler.rules import MERGES, access_map, split_ranges, sub_task
+from compiler.rules import MERGES, access_map, piece_order, split_ranges, sub_task
 from isa.errors import UserError
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, SEMANTICS, semantics_of
@@ -35,7 +35,12 @@ def _child_calls(plan: Plan, node: NodePlan) -> list:
     red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce]
     n_out = task.spec.outputs
     calls = []
-    for piece in itertools.product(*[split_ranges(s.size, s.pieces) for s in node.splits]):
+    order = piece_order(node)
+    for outer in itertools.product(*[split_ranges(node.splits[a].size, node.splits[a].pieces)
+                                     for a in order]):
+        piece = [None] * len(order)
+        for a, r in zip(order, outer):
+            piece[a] = r
         parts = [[(ps + s, e) for s, e in split_ranges(pe, sp.ways)]
                  for (ps, pe), sp in zip(piece, node.splits)]
         for part in itertools.product(*parts):

@@ -50,6 +50,7 @@ class NodePlan:
     local_bytes: int = 0                            # moved by this node's own DMA (local kind)
     reduction_ops: int = 0                          # g work on this node's LFU
     reduce: str | None = None                       # the g used, if any
+    child_reduction_ops: int = 0                    # g work on the children's LFUs (kept partials)
     est_cycles: float = 0.0                         # the compile-time cost estimate of the choice
     why: str = ""
 

@@ -26,7 +26,7 @@ from isa.opcodes import OPCODES, normalize_axis, pads
 from isa.program import DTYPES, TensorType, format_value
 
 __all__ = ["Axis", "Dim", "AccessMap", "Task", "access_map", "sub_task", "task_of", "split_ranges",
-           "ceil_div", "combine_ops", "merge_ops", "transfer_bytes", "REDUCTIONS", "MERGES"]
+           "ceil_div", "combine_ops", "merge_ops", "stationary", "piece_order", "transfer_bytes", "REDUCTIONS", "MERGES"]
 
 #: reductions g run on a node's local functional unit, and what each does
 REDUCTIONS = {
@@ -369,6 +369,19 @@ def split_ranges(size: int, parts: int) -> list[tuple[int, int]]:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def stationary(reduce: str | None) -> bool:
+    """Whether partial results of this reduction stay in the children across the serial pieces
+    of one output region (each child adds its next partial into the one it keeps, and writes its
+    result back once): every reduction but a merge of sorted runs, which needs all the runs."""
+    return reduce is not None and reduce not in MERGES
+
+
+def piece_order(node) -> list[int]:
+    """The axes in loop order, outermost first: a reduction axis innermost, so that the serial
+    pieces of one output region follow each other."""
+    return sorted(range(len(node.splits)), key=lambda a: node.splits[a].reduce is not None)
 
 
 def combine_ops(task: Task, reduce: str, outputs, applications: int) -> int:

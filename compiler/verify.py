@@ -53,6 +53,7 @@ def plan_stats(plan: Plan, roots=None) -> tuple[list[LevelStats], int]:
                 node = plan.table[(task, l)]
                 down += c * node.bytes_down
                 up += c * node.bytes_up
+                red += c * node.child_reduction_ops      # partials kept in this level's nodes
         rows.append(LevelStats(lv, level.name, m.nodes_at(lv), inst, down, up, red, local))
     return rows, leaf_ops
 

@@ -41,7 +41,7 @@ def plan_energy(plan: Plan, seconds: float, roots=None) -> Energy:
         if node.kind == "leaf":
             compute += n * sum(ops * c.pj_per_op(cls) for cls, ops in task.work if cls != "move") * PJ
             memory += n * task.nbytes * leaf.memory_pj_per_byte * PJ   # operands read, result written
-        reduction += n * node.reduction_ops * c.elementwise_pj_per_op * PJ
+        reduction += n * (node.reduction_ops + node.child_reduction_ops) * c.elementwise_pj_per_op * PJ
         memory += n * node.local_bytes * m.levels[level].memory_pj_per_byte * PJ
     stats, _ = plan_stats(plan, roots)
     link = 0.0

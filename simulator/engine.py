@@ -184,10 +184,16 @@ class Engine:
             start = env.now
             yield from self._execute(env, node, path, i, work, totals)
             totals.execute += int(env.now - start)
+            if work.child_reduce_max:       # each child adds this partial to the one it keeps
+                cycles = _ceil(work.child_reduce_max / child.lfu_ops_per_cycle)
+                yield env.timeout(cycles)
+                totals.reduce += cycles
             self._record(path, node, i, "EX", start, env.now)
-        start = env.now
-        yield from self._transfer(env, port, work.store_bytes, work.store_link_bytes, lv, child, totals)
-        self._record(path, node, i, "WB", start, env.now)
+        if work.store_bytes:
+            start = env.now
+            yield from self._transfer(env, port, work.store_bytes, work.store_link_bytes, lv, child,
+                                      totals)
+            self._record(path, node, i, "WB", start, env.now)
         if work.reduce_ops:
             with lfu.request() as req:
                 yield req

@@ -75,15 +75,16 @@ def _check_pieces(engine: Engine) -> None:
     """The simulated pieces move exactly the bytes and reduction work the plan counted."""
     for (task, level), pieces in engine._pieces.items():
         node = pieces.node
-        down = up = red = 0
+        down = up = red = kept = 0
         for kind, n in pieces.counts().items():
             w = pieces.work(kind)
             down += n * w.load_bytes
             up += n * w.store_bytes
             red += n * w.reduce_ops
+            kept += n * w.child_reduce_ops
         red += pieces.final_reduce_ops
-        if (down, up, red) != (node.bytes_down, node.bytes_up, node.reduction_ops):
+        planned = (node.bytes_down, node.bytes_up, node.reduction_ops, node.child_reduction_ops)
+        if (down, up, red, kept) != planned:
             raise InternalError("simulated traffic and reduction work equal the plan's",
                                 f"level {level}, {task.text()}",
-                                f"simulated {(down, up, red)}, planned "
-                                f"{(node.bytes_down, node.bytes_up, node.reduction_ops)}")
+                                f"simulated {(down, up, red, kept)}, planned {planned}")

@@ -123,8 +123,12 @@ def test_matmul_k_split_reduction_by_hand():
     assert leaf_ops == 2 * 4 * 4 * 64
     k_split = {s.name: s for s in root.splits}["K"]
     if k_split.pieces * k_split.ways > 1:
+        # 16 outputs, one partial per K range; each child keeps its partial across the serial
+        # pieces (adding 16 per piece after the first) and the root adds the children's results
         runs = k_split.pieces * k_split.ways
-        assert root.reduction_ops == 16 * (runs - 1) and root.reduce == "add"
+        assert root.reduction_ops == 16 * (k_split.ways - 1) and root.reduce == "add"
+        assert root.child_reduction_ops == 16 * (runs - k_split.ways)
+        assert root.bytes_up == 16 * 4 * k_split.ways       # each child writes C back once
     feeds = generate_feeds(program, 3)
     assert_same_outputs(execute_plan(plan, feeds), run_reference(program, feeds))
 
