@@ -219,6 +219,10 @@ class _CostModel:
         self.sizes = [a.size for a in amap.axes]
         self.node, self.child = machine.levels[level], machine.levels[level + 1]
         leaves_below = math.prod(machine.fanouts[level + 1:])
+        # what a child spends on any task whatever its size: its decode, and a load's and a
+        # store's latency to its own children
+        below = machine.levels[level + 2].link_latency if level + 2 <= machine.depth else 0
+        self.child_fixed = self.child.decode_cycles + 2 * below
         self.task = task
         # cycles the whole task would take on one leaf, then shared by the leaves below a child
         self.leaf_cycles = sum(ops / machine.compute.ops_per_cycle(c) for c, ops in task.work
@@ -251,7 +255,10 @@ class _CostModel:
         busy = math.prod(busy_ways)
         n_pieces = math.prod(pieces)
         down = up = link_in = link_out = 0
-        kept = math.prod(pieces[a] for a in self.reduce_axes) if not self.merge else 1
+        cut = [a for a in self.reduce_axes if pieces[a] * busy_ways[a] > 1]
+        # partials stay in the children across the serial pieces of one output region when one
+        # reduction axis is cut (not a merge): `kept` pieces share one write-back
+        kept = pieces[cut[0]] if len(cut) == 1 and not self.merge else 1
         for i, dep in enumerate(self.deps):
             b = self.amap.operand_bytes(i, ext)
             if i < self.n_out:
@@ -266,16 +273,20 @@ class _CostModel:
         up /= kept                  # kept partials are written back once per output region
         link_out /= kept
         store = max(up / bw, link_out / self.child.link_bandwidth) + lat
-        execute = self.leaf_cycles * math.prod(ext) / self.points
+        # a child needs at least its compute, and at least to pass its operands once through its
+        # own memory port (to its children, or to its compute units at a leaf)
+        execute = self.child_fixed + max(self.leaf_cycles * math.prod(ext) / self.points,
+                                         self.amap.footprint(ext) / self.child.memory_bandwidth)
         if kept > 1:                # a child adds each later partial into the one it keeps
             out_elems = self.amap.operand_bytes(0, ext) / self.amap.dtype_bytes[0]
             execute += out_elems / self.child.lfu_ops_per_cycle * (1 - 1 / kept)
         runs = math.prod(pieces[a] * busy_ways[a] for a in self.reduce_axes) if self.reduce_axes else 1
         if self.merge:
             red = merge_ops(self.out_elems // self.row, self.row, runs)
-        elif self.reduce_axes:
-            red = combine_ops(self.task, self.amap.axes[self.reduce_axes[0]].reduce,
-                              self.task.outputs, runs - 1)
+        elif self.reduce_axes:      # this node's LFU combines the children's results
+            g = self.amap.axes[self.reduce_axes[0]].reduce
+            red = combine_ops(self.task, g, self.task.outputs,
+                              (busy_ways[cut[0]] if kept > 1 else runs) - 1)
         else:
             red = 0
         reduce = red / n_pieces / self.node.lfu_ops_per_cycle

@@ -112,11 +112,13 @@ def _type(x: np.ndarray) -> TensorType:
 
 
 def _pick(source, where, best, cand, axis, g):
-    """Keep, per element, the index whose source value wins; ties keep the earlier index."""
+    """Keep, per element, the index whose source value wins; ties keep the earlier position, so
+    partials may be combined in any order (children keep theirs across serial pieces)."""
     src = source[where[:axis] + (slice(None),) + where[axis:]]
     bv = np.take_along_axis(src, np.expand_dims(best, axis), axis).squeeze(axis)
     cv = np.take_along_axis(src, np.expand_dims(cand, axis), axis).squeeze(axis)
     better = cv > bv if g == "argmax" else cv < bv
+    better |= (cv == bv) & (cand < best)      # ties keep the earlier position, in any order
     return np.where(better, cand, best)
 
 

@@ -21,6 +21,7 @@ def _node_json(node: NodePlan, count: int, names) -> dict:
         "sub_instructions": node.child_instructions,
         "bytes_down": node.bytes_down, "bytes_up": node.bytes_up,
         "local_bytes": node.local_bytes, "reduction_ops": node.reduction_ops,
+        "child_reduction_ops": node.child_reduction_ops,
         "reduction": node.reduce, "why": node.why,
     }
 
@@ -96,8 +97,8 @@ def _node_lines(node: NodePlan, count: int, lv: int, m, names) -> list[str]:
         out.append(f"        {n:,} x {t.text(names)}")
     if len(node.children) > SHOW_TASKS:
         out.append(f"        ... and {len(node.children) - SHOW_TASKS} more shapes")
-    red = (f", reduction ops {node.reduction_ops:,} (g={node.reduce.removeprefix('g:')})"
-           if node.reduce else "")
+    red = (f", reduction ops {node.reduction_ops:,} here and {node.child_reduction_ops:,} in the "
+           f"children (g={node.reduce.removeprefix('g:')})" if node.reduce else "")
     out.append(f"      bytes down {node.bytes_down:,}, up {node.bytes_up:,}{red}")
     out.append(f"      why: {node.why}")
     return out

@@ -92,7 +92,7 @@ def verify_plan(plan: Plan) -> None:
         if node.reduce not in MERGES and not task.ext and child_ops != task.ops:
             raise InternalError("ops are conserved from a node to its children", where,
                                 f"children do {child_ops} ops, the task {task.ops}")
-        if node.bytes_down < 0 or node.bytes_up < 0 or node.reduction_ops < 0:
+        if min(node.bytes_down, node.bytes_up, node.reduction_ops, node.child_reduction_ops) < 0:
             raise InternalError("bytes and reduction ops are non-negative", where)
     stats, leaf_ops = plan_stats(plan)
     total = program_ops(plan.program)
