@@ -17,7 +17,8 @@ and stores' bytes together over the port (one memory port serves both), execute 
 ops over its subtree's peak rate, and reduce is g work over the LFU's rate. Ties go to fewer bytes
 moved plus reduction ops, then to less load imbalance. Every maximal parallel split (no axis could
 take one more way within the fan-out) is searched; serial cuts are found by halving the axis whose cut costs least, until
-the piece fits, and a few cuts more while they lower the cost (deeper pipelining).
+the piece fits, and, for the cheapest few, a few cuts more while they lower the cost (deeper
+pipelining).
 """
 from __future__ import annotations
 
@@ -37,6 +38,7 @@ __all__ = ["BUFFERING", "CompileError", "compile_program", "Decomposer"]
 
 BUFFERING = 2          # pieces in flight per child memory: one executing, one loading
 EXTRA_CUTS = 4         # serial cuts tried beyond the fewest that fit, kept while they lower the cost
+EXTRA_CUT_CANDIDATES = 4   # ... on this many of the cheapest parallel splits
 
 
 class CompileError(UserError):
@@ -99,18 +101,21 @@ class Decomposer:
         candidates = 0
         best = None
         caps = [ax.leaf if level + 1 == m.depth else None for ax in amap.axes]
+        fitted = []
         for ways in _parallel_candidates([s // m for s, m in zip(sizes, least)], free, node.fanout):
             candidates += 1
             # an axis a leaf may receive only so much of is cut that far from the start
             pieces = [1 if cap is None else ceil_div(s, cap * w) for s, cap, w in zip(sizes, caps, ways)]
             cost = model.cost(pieces, ways)
-            while (need := amap.footprint(model.child_extents(pieces, ways))) > budget:
+            while (need := model.footprint(model.child_extents(pieces, ways))) > budget:
                 steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)]
                 if not steps:       # every axis is as small as its split rules allow
                     break
                 pieces, cost = min(steps, key=lambda pc: pc[1])
-            if need > budget:
-                continue
+            if need <= budget:
+                fitted.append((cost, pieces, ways))
+        best = None
+        for cost, pieces, ways in sorted(fitted)[:EXTRA_CUT_CANDIDATES]:
             for _ in range(EXTRA_CUTS):      # a few more cuts while they pay (deeper pipelining)
                 steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)]
                 if not steps:
@@ -234,6 +239,14 @@ class _CostModel:
         self.out_elems = task.outputs[0].size
         self.merge = any(amap.axes[a].reduce in MERGES for a in self.reduce_axes)
         self.row = task.outputs[0].shape[-1] if task.outputs[0].rank else 1
+        self._footprints: dict = {}
+
+    def footprint(self, ext) -> int:
+        key = tuple(ext)
+        n = self._footprints.get(key)
+        if n is None:
+            n = self._footprints[key] = self.amap.footprint(ext)
+        return n
 
     def child_extents(self, pieces, ways):
         return [ceil_div(ceil_div(s, n), p) for s, n, p in zip(self.sizes, pieces, ways)]
@@ -276,7 +289,7 @@ class _CostModel:
         # a child needs at least its compute, and at least to pass its operands once through its
         # own memory port (to its children, or to its compute units at a leaf)
         execute = self.child_fixed + max(self.leaf_cycles * math.prod(ext) / self.points,
-                                         self.amap.footprint(ext) / self.child.memory_bandwidth)
+                                         self.footprint(ext) / self.child.memory_bandwidth)
         if kept > 1:                # a child adds each later partial into the one it keeps
             out_elems = self.amap.operand_bytes(0, ext) / self.amap.dtype_bytes[0]
             execute += out_elems / self.child.lfu_ops_per_cycle * (1 - 1 / kept)
