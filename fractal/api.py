@@ -8,7 +8,6 @@ from pathlib import Path
 import numpy as np
 
 from isa.checker import load_program as _load_program, parse_program
-from isa.errors import UserError
 from isa.opcodes import program_ops
 from isa.program import Program
 from isa import reference as _ref

@@ -12,7 +12,7 @@ import os
 import sys
 import traceback
 
-from isa.errors import FractalError, InternalError, UserError
+from isa.errors import InternalError, UserError
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERNAL = 0, 2, 3
 

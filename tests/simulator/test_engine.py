@@ -8,7 +8,7 @@ import pytest
 from compiler import compile_program
 from fractal.machine import machine_from_dict, preset
 from isa import load_program, parse_program
-from simulator.engine import Engine, StageEvent
+from simulator.engine import Engine
 from simulator.run import simulate
 
 PROGRAMS = Path(__file__).resolve().parents[2] / "programs"

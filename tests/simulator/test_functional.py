@@ -2,7 +2,6 @@
 the run report carries the fields scripts rely on and obeys its invariants."""
 from pathlib import Path
 
-import numpy as np
 import pytest
 
 import fractal
