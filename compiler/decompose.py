@@ -161,7 +161,7 @@ class Decomposer:
         per_child = [len(rs) for rs in ranges]
         shared = piece_counts if node.broadcast else per_child
         bytes_down = sum(transfer_bytes(amap, i, ranges, shared) for i in range(n_out, len(task.types)))
-        bytes_up = sum(transfer_bytes(amap, i, ranges, per_child) for i in range(n_out))
+        up_copies = per_child               # one write-back per child part, unless kept (below)
         red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce and len(ranges[a]) > 1]
         reduce = amap.axes[red_axes[0]].reduce if red_axes else None
         reduction_ops = child_reduction_ops = 0
@@ -178,9 +178,9 @@ class Decomposer:
                 (a,) = red_axes
                 slots = max(len(split_ranges(pe, ways[a])) for _, pe in split_ranges(sizes[a], pieces[a]))
                 up_copies = [slots if i == a else n for i, n in enumerate(per_child)]
-                bytes_up = sum(transfer_bytes(amap, i, ranges, up_copies) for i in range(n_out))
                 reduction_ops = combine_ops(task, reduce, task.outputs, slots - 1)
                 child_reduction_ops = combine_ops(task, reduce, task.outputs, runs - slots)
+        bytes_up = sum(transfer_bytes(amap, i, ranges, up_copies) for i in range(n_out))
         splits = tuple(AxisSplit(ax.name, ax.size, piece_counts[a], ways[a], ax.reduce)
                        for a, ax in enumerate(amap.axes))
         busy = math.prod(min(w, ceil_div(ax.size, p)) for ax, w, p in zip(amap.axes, ways, pieces))

@@ -105,6 +105,10 @@ class Engine:
             d = self._durations[key] = int(env.now)
         return d
 
+    def simulated_pieces(self):
+        """The piece kinds of every split node simulated so far."""
+        return self._pieces.values()
+
     def pieces(self, node: NodePlan) -> NodePieces:
         key = (node.task, node.level)
         p = self._pieces.get(key)

@@ -73,8 +73,9 @@ def _leaf_kernels():
 
 def _check_pieces(engine: Engine) -> None:
     """The simulated pieces move exactly the bytes and reduction work the plan counted."""
-    for (task, level), pieces in engine._pieces.items():
+    for pieces in engine.simulated_pieces():
         node = pieces.node
+        task, level = node.task, node.level
         down = up = red = kept = 0
         for kind, n in pieces.counts().items():
             w = pieces.work(kind)

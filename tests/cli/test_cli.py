@@ -112,7 +112,13 @@ def test_bad_input_exits_2_without_traceback(tmp_path, args, fragments):
     assert_clean_failure(res, *[f.format(**subst) for f in fragments])
 
 
-def test_timing_run_says_simulator_is_missing_or_runs():
-    res = fractal("run", "programs/mlp.fasm", "--machine", "tiny")
-    assert "Traceback" not in res.stderr
-    assert res.returncode in (0, 2)
+def test_simulated_run_reports_and_computes_what_the_reference_does(tmp_path):
+    sim = fractal("run", "programs/mlp.fasm", "--machine", "tiny", "--json", "--save-outputs",
+                  tmp_path / "sim")
+    ref = fractal("run", "programs/mlp.fasm", "--reference", "--save-outputs", tmp_path / "ref")
+    assert sim.returncode == 0 and ref.returncode == 0, sim.stderr + ref.stderr
+    report = json.loads(sim.stdout)
+    assert report["leaves"] == 4 and report["cycles"] > 0
+    assert sum(row["cycles"] for row in report["instructions"]) == report["cycles"]
+    np.testing.assert_allclose(np.load(tmp_path / "sim" / "y.npy"), np.load(tmp_path / "ref" / "y.npy"),
+                               rtol=1e-4, atol=1e-3)
