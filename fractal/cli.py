@@ -24,7 +24,7 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{message}\n{self.format_usage().rstrip()}", self.prog)
 
 
-def _int_list(text: str) -> int | tuple[int, ...]:
+def int_list(text: str) -> int | tuple[int, ...]:
     try:
         vals = tuple(int(x) for x in text.split(","))
     except ValueError:
@@ -34,7 +34,7 @@ def _int_list(text: str) -> int | tuple[int, ...]:
     return vals[0] if len(vals) == 1 else vals
 
 
-def _positive_int(text: str) -> int:
+def positive_int(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
@@ -44,7 +44,7 @@ def _positive_int(text: str) -> int:
     return v
 
 
-def _seed(text: str) -> int:
+def seed(text: str) -> int:
     try:
         v = int(text)
     except ValueError:
@@ -54,19 +54,19 @@ def _seed(text: str) -> int:
     return v
 
 
-def _machine_args(p: argparse.ArgumentParser, default: str = "f1"):
+def machine_args(p: argparse.ArgumentParser, default: str = "f1"):
     p.add_argument("--machine", "-m", default=default,
                    help=f"preset name (tiny, f1, f100) or a machine .toml file (default {default})")
-    p.add_argument("--depth", type=_positive_int, help="re-scale to this many fan-out stages")
-    p.add_argument("--fanout", type=_int_list,
+    p.add_argument("--depth", type=positive_int, help="re-scale to this many fan-out stages")
+    p.add_argument("--fanout", type=int_list,
                    help="re-scale every stage to this fan-out, or give one per stage: 3,5,7")
 
 
-def _data_args(p: argparse.ArgumentParser):
+def data_args(p: argparse.ArgumentParser):
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
                    help="data for an input or param tensor (repeatable)")
     p.add_argument("--inputs", metavar="FILE.npz", help="data for several tensors in one .npz")
-    p.add_argument("--seed", type=_seed, default=0,
+    p.add_argument("--seed", type=seed, default=0,
                    help="seed of the generator for tensors not given (default 0)")
     p.add_argument("--save-outputs", metavar="DIR", help="write each output tensor to DIR/NAME.npy")
 
@@ -89,24 +89,33 @@ def build_parser() -> argparse.ArgumentParser:
                         "distinct sub-problem; the results are the same")
     r.add_argument("--trace", metavar="FILE.json",
                    help="write a Chrome/Perfetto trace of every node's pipeline (implies --exact)")
-    _machine_args(r)
-    _data_args(r)
+    machine_args(r)
+    data_args(r)
 
     k = sub.add_parser("compile", help="decompose a program for a machine and print the plan")
     k.add_argument("file", metavar="FILE")
     k.add_argument("--json", action="store_true", help="print the plan as JSON")
     k.add_argument("--summary", action="store_true", help="print only the per-level totals")
-    _machine_args(k)
+    machine_args(k)
 
     c2 = sub.add_parser("compare", help="two programs side by side on one machine (timing only)")
     c2.add_argument("a", metavar="A.fasm")
     c2.add_argument("b", metavar="B.fasm")
     c2.add_argument("--json", action="store_true",
                     help="print both run reports under the keys a and b")
-    _machine_args(c2)
+    machine_args(c2)
 
     m = sub.add_parser("machines", help="list the preset machines")
     m.add_argument("--json", action="store_true")
+
+    # Every module of fractal.commands adds one subcommand: `register(sub)` adds its parser and
+    # sets `handler=function(args, out) -> exit status` as a default. Such modules keep heavy
+    # imports inside their handlers so that `fractal --help` stays fast.
+    import importlib
+    import pkgutil
+    import fractal.commands as commands
+    for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
+        importlib.import_module(f"fractal.commands.{info.name}").register(sub)
     return p
 
 
@@ -241,7 +250,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
     out = out or sys.stdout
     try:
         args = build_parser().parse_args(argv)
-        return COMMANDS[args.command](args, out)
+        handler = getattr(args, "handler", None) or COMMANDS[args.command]
+        return handler(args, out)
     except UserError as e:
         print(e.format(), file=sys.stderr)
         return EXIT_USAGE
