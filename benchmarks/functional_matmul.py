@@ -10,13 +10,13 @@ import sys
 
 import numpy as np
 
-from compiler import compile_program, execute_plan
+from compiler import compile_program
 from compiler.plan import level_counts
 from fractal.machine import preset
 from host import best, emit, header
 from isa.checker import parse_program
 from isa.reference import generate_feeds
-from simulator.kernels import LEAF_KERNELS
+from simulator.run import compute_outputs
 
 
 def main(argv=None) -> int:
@@ -35,8 +35,8 @@ def main(argv=None) -> int:
               "| max abs error |", "|---|---:|---:|---:|---:|---:|"]
     for m in (preset("f1").rescaled(3, 4), preset("f1").rescaled(2, 8)):
         plan = compile_program(program, m)
-        out = execute_plan(plan, feeds, LEAF_KERNELS)          # warm-up: kernels compiled/loaded
-        t_fractal, _ = best(lambda: execute_plan(plan, feeds, LEAF_KERNELS), args.repeat)
+        out = compute_outputs(plan, feeds)          # warm-up: kernels compiled/loaded
+        t_fractal, _ = best(lambda: compute_outputs(plan, feeds), args.repeat)
         t_numpy, _ = best(lambda: feeds["a"] @ feeds["b"], args.repeat)
         err = float(np.abs(out["c"] - feeds["a"] @ feeds["b"]).max())
         leaf_tasks = sum(c for (_, lv), c in level_counts(plan).items() if lv == m.depth)

@@ -5,6 +5,13 @@ them: a child receives copies of its operand regions (with its own border paddin
 plan, and the node combines what comes back, by placing it (regular splits) or by the reduction g
 (add, max, argmax/argmin reading the node's copy of the source, merge of sorted runs). Leaves run
 `leaf_fn`, the reference semantics unless a caller passes its own kernels.
+
+A caller may also pass `batch`: per opcode, a function that runs all the leaf children of one node
+in a single call, `batch[opcode](inputs, attrs, tiles, out)`. Row i of the int64 array `tiles`
+holds the (start, stop) of every dimension of every input region of leaf call i, then those of its
+output region, then 1 where the call brings the first partial of that region; the function computes
+each call from its own regions, in order, storing the first partial and adding the others (g=add)
+into `out`. It is used only where that is exactly what the node does.
 """
 from __future__ import annotations
 
@@ -62,8 +69,20 @@ def _offsets(task, amap) -> list:
             else None]
 
 
+def _tiles(node: NodePlan, calls: list, offsets: list, batch: dict | None) -> np.ndarray | None:
+    """The tile table of a node whose children all run `batch[opcode]`, else None."""
+    task = node.task
+    if (not batch or task.opcode not in batch or task.ext or node.reduce not in (None, "add")
+            or len(offsets) != 1 or offsets[0] is not None
+            or any(child.kind == "split" for child, *_ in calls)):
+        return None
+    rows = [[b for s in in_slices + out_slices for sl in s for b in (sl.start, sl.stop)] + [first]
+            for _, in_slices, out_slices, _, first in calls]
+    return np.array(rows, np.int64)
+
+
 def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMANTICS,
-             cache: dict | None = None) -> list[np.ndarray]:
+             cache: dict | None = None, batch: dict | None = None) -> list[np.ndarray]:
     """The outputs of one node's task for the given input arrays. `cache` keeps each distinct
     node's child calls, which identical tasks at the same level share."""
     task = node.task
@@ -74,13 +93,18 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
     if key not in cache:
         amap = access_map(task)
         red = [a for a, ax in enumerate(amap.axes) if ax.reduce]
-        cache[key] = (_child_calls(plan, node), _offsets(task, amap), red[0] if red else -1)
-    calls, offsets, ax = cache[key]
+        calls, offsets = _child_calls(plan, node), _offsets(task, amap)
+        cache[key] = (calls, offsets, red[0] if red else -1, _tiles(node, calls, offsets, batch))
+    calls, offsets, ax, tiles = cache[key]
     outs = [np.zeros(t.shape, NP_DTYPES[t.dtype]) for t in task.outputs]
+    if tiles is not None:
+        batch[task.opcode](inputs, task.attr, tiles, outs[0])
+        return outs
     g = node.reduce
     run_bounds = set()
     for child, in_slices, out_slices, starts, first in calls:
-        results = run_node(plan, child, [x[s] for x, s in zip(inputs, in_slices)], leaf_fn, cache)
+        results = run_node(plan, child, [x[s] for x, s in zip(inputs, in_slices)], leaf_fn, cache,
+                           batch)
         results = [r if a is None else r + np.int32(starts[a]) for r, a in zip(results, offsets)]
         where = out_slices[0]
         if first or g is None or g in MERGES:
@@ -152,7 +176,8 @@ def merge_runs(x: np.ndarray, bounds: list[int], keys: np.ndarray | None = None)
     return runs[0][0]
 
 
-def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS) -> dict[str, np.ndarray]:
+def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS,
+                 batch: dict | None = None) -> dict[str, np.ndarray]:
     """Run a whole program's plan; return its output tensors."""
     program = plan.program
     env = {t.name: np.zeros(t.type.shape, NP_DTYPES[t.type.dtype]) for t in program.tensors}
@@ -162,7 +187,7 @@ def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS) ->
         n_out = root.task.spec.outputs
         inputs = [env[n] for n in ins.operands[n_out:]]
         try:
-            values = run_node(plan, root, inputs, leaf_fn, cache)
+            values = run_node(plan, root, inputs, leaf_fn, cache, batch)
         except UserError as e:              # bad data (a gather index): say which instruction
             if e.where is None:
                 e.where, e.source_line = ins.loc, program.source_line(ins.loc)

@@ -30,7 +30,7 @@ from isa.opcodes import OPCODES, conv_out, pads
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, gather_index_error
 
-__all__ = ["LEAF_KERNELS", "warm_up"]
+__all__ = ["LEAF_KERNELS", "LEAF_BATCH_KERNELS", "warm_up"]
 
 # error_model="numpy": x / 0 gives inf / nan (like numpy) instead of raising ZeroDivisionError
 jit = njit(cache=True, error_model="numpy")
@@ -42,6 +42,20 @@ jit = njit(cache=True, error_model="numpy")
 def _matmul_k(a, b):
     # C[M,N] = A[M,K] @ B[K,N], float32 BLAS sgemm
     return np.dot(a, b)
+
+
+@jit
+def _matmul_tiles_k(a, b, tiles, c):
+    # every leaf of one node: C[m, n] (= or +=) copy(A[m, k]) @ copy(B[k, n]), one row per leaf
+    # call: (m0, m1, k0, k1) of A, (k0, k1, n0, n1) of B, (m0, m1, n0, n1) of C, first partial
+    for t in range(tiles.shape[0]):
+        m0, m1, k0, k1 = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
+        n0, n1 = tiles[t, 6], tiles[t, 7]
+        r = np.dot(np.ascontiguousarray(a[m0:m1, k0:k1]), np.ascontiguousarray(b[k0:k1, n0:n1]))
+        if tiles[t, 12]:
+            c[m0:m1, n0:n1] = r
+        else:
+            c[m0:m1, n0:n1] += r
 
 
 @jit
@@ -349,6 +363,10 @@ def _matmul(ins, a, t):
     return _matmul_k(_c(ins[0], np.float32), _c(ins[1], np.float32))
 
 
+def _matmul_tiles(ins, a, tiles, out):
+    _matmul_tiles_k(_c(ins[0], np.float32), _c(ins[1], np.float32), tiles, out)
+
+
 def _conv2d(ins, a, t):
     x, w = _c(ins[0], np.float32), _c(ins[1], np.float32)
     s, (pt, pl, pb, pr) = a["stride"], pads(a)
@@ -495,6 +513,10 @@ LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
 assert LEAF_KERNELS.keys() == OPCODES.keys(), "every opcode needs a leaf kernel"
 
 
+#: kernels that run all the leaf children of one node in one call (`compiler.execute`'s `batch`)
+LEAF_BATCH_KERNELS: dict[str, Callable] = {"matmul": _matmul_tiles}
+
+
 def warm_up() -> None:
     """Compile every kernel once, for every dtype it serves, on tiny inputs (or load the cache)."""
     f = np.ones((1, 2, 3, 3), np.float32)
@@ -517,3 +539,5 @@ def warm_up() -> None:
                   ("gather", [x, i2], {}, dt, (2, 2)), ("count", [x], {"value": 1}, "i32", (2,))]
     for op, ins, attrs, dt, shape in cases:
         LEAF_KERNELS[op](ins, attrs, TensorType(dt, tuple(shape)))
+    LEAF_BATCH_KERNELS["matmul"]([f2, f2], {}, np.array([[0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 1]]),
+                                 np.zeros((2, 2), np.float32))

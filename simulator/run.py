@@ -11,7 +11,7 @@ from simulator.energy import plan_energy
 from simulator.engine import Engine
 from simulator.report import InstructionReport, Report, check_report
 
-__all__ = ["simulate", "EXACT_MODE_LIMIT"]
+__all__ = ["simulate", "compute_outputs", "EXACT_MODE_LIMIT"]
 
 #: the most node tasks exact mode will simulate one by one (symmetric mode has no such limit)
 EXACT_MODE_LIMIT = 200_000
@@ -50,7 +50,7 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
     energy = plan_energy(plan, seconds)
     stats, _ = plan_stats(plan)
     ops = sum(r.task.ops for r in plan.roots)
-    outputs = execute_plan(plan, feeds, _leaf_kernels()) if functional else {}
+    outputs = compute_outputs(plan, feeds) if functional else {}
     report = Report(
         program=plan.program.file, machine=m.name, mode=mode, functional=functional,
         cycles=total, seconds=seconds, ops=ops, peak_ops_per_second=m.peak_ops_per_second,
@@ -66,9 +66,13 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
     return report, engine
 
 
-def _leaf_kernels():
-    from simulator.kernels import LEAF_KERNELS
-    return LEAF_KERNELS
+def compute_outputs(plan: Plan, feeds: dict) -> dict:
+    """The leaves compute the outputs, each leaf kernel on one thread: a leaf is one accelerator,
+    and BLAS thread pools started inside thousands of small leaf products only contend."""
+    from threadpoolctl import threadpool_limits
+    from simulator.kernels import LEAF_BATCH_KERNELS, LEAF_KERNELS
+    with threadpool_limits(1, user_api="blas"):
+        return execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS)
 
 
 def _check_pieces(engine: Engine) -> None:
