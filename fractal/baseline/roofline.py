@@ -1,0 +1,233 @@
+"""The roofline estimate of a program on a GPU or a multi-GPU system.
+
+Every instruction is one kernel (an extension instruction: one kernel per core instruction of its
+body, per piece), and a kernel takes
+
+    launch overhead + max(ops / (peak of its op class x compute factor),
+                          bytes / (memory bandwidth x bandwidth factor of its op class))
+
+where ops are the instruction's arithmetic ops (isa/opcodes.py: a multiply-accumulate counts as
+two) and bytes its compulsory traffic: each source read once and each destination written once
+(a slice reads only what it copies; a gather reads its indices and the elements it picks). On a
+system of several GPUs the instruction runs on every GPU's share of the batch or on GPU 0 alone
+(fractal/baseline/split.py), plus the time of the NVLink transfers it needs. Energy: every GPU
+draws its idle power the whole time, the host its host power, and a running kernel adds
+(TDP - idle) x its activity (the busier of its arithmetic and its memory traffic, as a fraction
+of the vendor peak). The reasoning, the defaults and the caveats are in docs/baseline.md.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from isa.errors import UserError
+from isa.extensions import leaf_pieces, opcode_table
+from isa.opcodes import instruction_ops, program_ops
+from isa.program import Program, TensorType
+
+from fractal.baseline.factors import Factors, factors_from_dict, opcode_class
+from fractal.baseline.gpu import Gpu, load_gpu
+from fractal.baseline.split import split_program
+
+__all__ = ["PRECISIONS", "InstructionEstimate", "BaselineReport", "estimate", "element_bytes",
+           "class_peak"]
+
+PRECISIONS = ("fp16", "fp32")
+
+
+def element_bytes(dtype: str, precision: str) -> int:
+    """Bytes of one element as the GPU stores it: f32 tensors in the chosen precision, i32 as is."""
+    return 2 if dtype == "f32" and precision == "fp16" else 4
+
+
+def class_peak(gpu: Gpu, op_class: str, precision: str) -> float:
+    """Vendor peak ops/s of one GPU for an op class. Matrix products in fp16 run on tensor cores
+    (or at the FP32 rate where FP16 is slower, as on GP102: fp16 data multiplied in fp32); every
+    other class runs on the CUDA cores at one op per lane per cycle, half the FMA-counted FP32 peak."""
+    if op_class == "matmul":
+        return max(gpu.fp16_flops, gpu.fp32_flops) if precision == "fp16" else gpu.fp32_flops
+    return gpu.fp32_flops / 2
+
+
+@dataclass(frozen=True)
+class InstructionEstimate:
+    line: int | None
+    text: str
+    op_class: str                # matmul, elementwise, reduction, irregular, move, or extension
+    mode: str                    # split (each GPU a share of the batch), replicated (each GPU
+                                 # the whole instruction) or single (GPU 0 alone)
+    kernels: int
+    seconds: float
+    ops: int                     # arithmetic ops of the whole instruction
+    bytes: int                   # device-memory bytes, all GPUs together
+    interconnect_bytes: int      # bytes sent over NVLink for it
+    bound: str                   # compute, bandwidth, launch or interconnect
+    energy_joules: float
+
+
+@dataclass
+class BaselineReport:
+    program: str
+    gpu: str
+    gpus: int
+    gpus_used: int               # GPUs the batch was split over (1 when nothing splits)
+    batch: int | None
+    precision: str
+    seconds: float
+    energy_joules: float         # the activity power model (module docstring)
+    tdp_energy_joules: float     # every GPU at TDP, plus the host, the whole time: an upper bound
+    ops: int
+    peak_ops_per_second: float   # all GPUs, matrix-product peak at this precision
+    area_mm2: float              # GPU silicon of the system
+    time_breakdown: dict         # seconds spent bound by launch, compute, bandwidth, interconnect
+    instructions: list = field(default_factory=list)
+    factors: Factors | None = None
+
+    @property
+    def ops_per_second(self) -> float:
+        return self.ops / self.seconds if self.seconds else 0.0
+
+    @property
+    def ops_per_joule(self) -> float:
+        return self.ops / self.energy_joules if self.energy_joules else 0.0
+
+    @property
+    def utilization(self) -> float:
+        return self.ops_per_second / self.peak_ops_per_second
+
+    @property
+    def watts(self) -> float:
+        return self.energy_joules / self.seconds if self.seconds else 0.0
+
+    def to_json(self) -> dict:
+        return {"program": self.program, "gpu": self.gpu, "gpus": self.gpus,
+                "gpus_used": self.gpus_used, "batch": self.batch, "precision": self.precision,
+                "seconds": self.seconds, "energy_joules": self.energy_joules,
+                "tdp_energy_joules": self.tdp_energy_joules, "watts": self.watts, "ops": self.ops,
+                "ops_per_second": self.ops_per_second, "ops_per_joule": self.ops_per_joule,
+                "peak_ops_per_second": self.peak_ops_per_second, "utilization": self.utilization,
+                "area_mm2": self.area_mm2, "time_breakdown": dict(self.time_breakdown),
+                "factors": self.factors.to_json() if self.factors else None,
+                "instructions": [vars(i).copy() for i in self.instructions]}
+
+    def text(self) -> str:
+        many = f" ({self.gpus_used} of {self.gpus} GPUs, batch {self.batch} split)" \
+            if self.gpus_used > 1 else (f" ({self.gpus} GPUs, nothing split: GPU 0 runs all)"
+                                         if self.gpus > 1 else "")
+        lines = [f"{self.program} on {self.gpu}{many}, {self.precision} roofline estimate",
+                 f"  time          {self.seconds * 1e6:,.3f} us",
+                 f"  ops           {self.ops:,}  ({self.ops_per_second / 1e12:,.3f} Tops/s, "
+                 f"utilization {self.utilization:.2%} of {self.peak_ops_per_second / 1e12:,.4g} Tops/s)",
+                 f"  energy        {self.energy_joules * 1e3:,.4f} mJ  "
+                 f"({self.ops_per_joule / 1e12:,.4f} Tops/J; at TDP {self.tdp_energy_joules * 1e3:,.4f} mJ)",
+                 "  bound by      " + ", ".join(f"{k} {v * 1e6:,.2f} us"
+                                                 for k, v in self.time_breakdown.items() if v),
+                 "", f"  {'line':>4}  {'instruction':<40} {'mode':<10} {'us':>10} {'ops':>14} "
+                 f"{'bytes':>12}  bound"]
+        for i in self.instructions:
+            text = i.text if len(i.text) <= 40 else i.text[:37] + "..."
+            lines.append(f"  {i.line or '':>4}  {text:<40} {i.mode:<10} {i.seconds * 1e6:>10,.3f} "
+                         f"{i.ops:>14,} {i.bytes:>12,}  {i.bound}")
+        return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- kernels
+
+def _kernels(spec, names, types, attrs, table, nbytes) -> list[tuple[str, int, int]]:
+    """(op class, ops, bytes) of every kernel one instruction launches on one GPU."""
+    if spec.decl is not None:
+        n_out = spec.outputs
+        out = []
+        for piece, _ in leaf_pieces(spec.decl, tuple(types)):
+            body = spec.body(piece[:n_out], piece[n_out:], attrs)
+            body_types = body.types
+            for ins in body.instructions:
+                sub = table[ins.opcode] if ins.opcode in table else spec.table[ins.opcode]
+                out += _kernels(sub, ins.operands, [body_types[n] for n in ins.operands],
+                                sub.full_attrs(ins.attr), spec.table, nbytes)
+        return out
+    dst_types, src_types = types[:spec.outputs], types[spec.outputs:]
+    ops = int(spec.ops(dst_types, src_types, attrs))
+    written = sum(nbytes(t) for t in dst_types)
+    if spec.name == "slice":                                   # reads only what it copies
+        traffic = 2 * written
+    elif spec.name == "gather":                                # the indices, then what it copies
+        traffic = nbytes(src_types[1]) + 2 * written
+    else:                                                      # a source named twice is read once
+        sources = dict(zip(names[spec.outputs:], src_types))
+        traffic = sum(nbytes(t) for t in sources.values()) + written
+    return [(opcode_class(spec.name), ops, traffic)]
+
+
+def _precision(precision: str) -> str:
+    if precision not in PRECISIONS:
+        raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}",
+                        "--precision")
+    return precision
+
+
+def estimate(program: str | Path | Program, gpu: str | Path | Gpu, *, precision: str = "fp16",
+             factors: dict | Factors | None = None) -> BaselineReport:
+    """The roofline time and energy of a program on a GPU (a preset name, a .toml path or a Gpu)."""
+    from fractal.api import load_program
+    program = load_program(program)
+    gpu = load_gpu(gpu)
+    precision = _precision(precision)
+    factors = factors_from_dict(factors)
+    table = opcode_table(program)
+
+    def nbytes(t: TensorType) -> int:
+        return t.size * element_bytes(t.dtype, precision)
+
+    batch, used, steps = split_program(program, table, gpu.gpus,
+                                       lambda dtype: element_bytes(dtype, precision))
+    link = gpu.interconnect_bandwidth * factors.interconnect
+    rows, breakdown = [], {"launch": 0.0, "compute": 0.0, "bandwidth": 0.0, "interconnect": 0.0}
+    total_s = dynamic_j = 0.0
+    for ins, step in zip(program.instructions, steps):
+        spec = table[ins.opcode]
+        active = 1 if step.mode == "single" else used
+        parts = {"launch": 0.0, "compute": 0.0, "bandwidth": 0.0, "interconnect": 0.0}
+        energy = traffic = 0.0
+        kernels = _kernels(spec, ins.operands, list(step.types), spec.full_attrs(ins.attr), table, nbytes)
+        for op_class, ops, kbytes in kernels:
+            peak = class_peak(gpu, op_class, precision)
+            compute = ops / (peak * factors.compute[op_class]) if ops else 0.0
+            memory = kbytes / (gpu.memory_bandwidth * factors.bandwidth[op_class])
+            busy = max(compute, memory)
+            parts["launch"] += gpu.launch_overhead_s
+            parts["compute" if compute >= memory else "bandwidth"] += busy
+            if busy:
+                activity = max(ops / peak, kbytes / gpu.memory_bandwidth) / busy
+                energy += (gpu.tdp_watts - gpu.idle_watts) * activity * busy * active
+            traffic += kbytes * active
+        g = used
+        if step.gather_bytes:
+            parts["interconnect"] += step.gather_bytes / link + gpu.interconnect_latency_s
+        if step.broadcast_bytes:
+            parts["interconnect"] += step.broadcast_bytes / link + (g - 1) * gpu.interconnect_latency_s
+        if step.allreduce_bytes:
+            parts["interconnect"] += (2 * (g - 1) / g * step.allreduce_bytes / link
+                                      + 2 * (g - 1) * gpu.interconnect_latency_s)
+        seconds = sum(parts.values())
+        energy += (gpu.gpus * gpu.idle_watts + gpu.host_watts) * seconds
+        for k, v in parts.items():
+            breakdown[k] += v
+        total_s += seconds
+        dynamic_j += energy
+        rows.append(InstructionEstimate(
+            line=ins.loc.line if ins.loc else None, text=ins.to_text(),
+            op_class="extension" if spec.decl is not None else opcode_class(ins.opcode),
+            mode=step.mode, kernels=len(kernels), seconds=seconds,
+            ops=instruction_ops(ins, program.types, table), bytes=int(traffic),
+            interconnect_bytes=step.gather_bytes + step.broadcast_bytes
+            + (2 * (g - 1) * step.allreduce_bytes // g if g > 1 else 0),
+            bound=max(parts, key=parts.get) if seconds else "launch", energy_joules=energy))
+    return BaselineReport(
+        program=program.file, gpu=gpu.name, gpus=gpu.gpus, gpus_used=used, batch=batch,
+        precision=precision, seconds=total_s, energy_joules=dynamic_j,
+        tdp_energy_joules=(gpu.gpus * gpu.tdp_watts + gpu.host_watts) * total_s,
+        ops=program_ops(program, table),
+        peak_ops_per_second=gpu.gpus * class_peak(gpu, "matmul", precision),
+        area_mm2=gpu.gpus * gpu.die_area_mm2, time_breakdown=breakdown, instructions=rows,
+        factors=factors)
