@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 
 from isa.checker import load_program as _load_program, parse_program
+from isa.errors import UserError
 from isa.opcodes import program_ops
 from isa.program import Program
 from isa import reference as _ref
@@ -43,26 +44,65 @@ def compile(program: str | Path | Program, machine: str | Machine = "f1") -> Pla
     return plan
 
 
-def _feeds(program: Program, inputs, inputs_npz, seed) -> dict:
+def _sidecar_path(program: Program) -> Path | None:
+    """The data archive beside a program file (model.fasm -> model.npz), when there is one."""
+    if program.file.startswith("<"):
+        return None
+    path = Path(program.file).with_suffix(".npz")
+    return path if path.is_file() and path != Path(program.file) else None
+
+
+def _sidecar_feeds(program: Program, path: Path, feeds: dict, explicit: set):
+    """Load the archive beside the program into `feeds`, except tensors given explicitly."""
+    where = f"{path} (the data beside {program.file})"
+    try:
+        archive = np.load(path, allow_pickle=False)
+    except Exception as e:                        # not numpy data, truncated, pickled objects
+        raise UserError(f"cannot read {path} as .npz data: {e}", where) from None
+    if not isinstance(archive, np.lib.npyio.NpzFile):
+        raise UserError(f"{path} is a single .npy array, not an .npz archive", where)
+    with archive:
+        for key in archive.files:
+            if key in explicit:
+                continue
+            try:
+                arr = archive[key]
+            except Exception as e:
+                raise UserError(f"cannot read array '{key}' of {path}: {e}", where) from None
+            feeds[key] = _ref.conform_feed(program, key, arr, where, f"array '{key}' of {path}")
+
+
+def _feeds(program: Program, inputs, inputs_npz, seed, sidecar: bool = True) -> dict:
+    """Generated data, then the sidecar archive (unless `inputs_npz` replaces it), then the
+    arrays or NAME=FILE.npy specs of `inputs`: the explicit source of a tensor wins."""
     if isinstance(inputs, dict):
         feeds = _ref.load_feeds(program, [], inputs_npz, seed)
+        explicit = set(inputs)
+    else:
+        feeds = _ref.load_feeds(program, list(inputs or []), inputs_npz, seed)
+        explicit = {spec.partition("=")[0].strip() for spec in inputs or []}
+    path = _sidecar_path(program) if sidecar and inputs_npz is None else None
+    if path is not None:
+        _sidecar_feeds(program, path, feeds, explicit)
+    if isinstance(inputs, dict):
         for name, value in inputs.items():
             feeds[name] = _ref.conform_feed(program, name, np.asarray(value), f"inputs['{name}']",
                                             "the array given")
-        return feeds
-    return _ref.load_feeds(program, list(inputs or []), inputs_npz, seed)
+    return feeds
 
 
 def run(program: str | Path | Program, machine: str | Machine = "f1", *, functional: bool = True,
         inputs: list[str] | dict | None = None, inputs_npz: str | None = None, seed: int = 0,
-        exact: bool = False, trace: str | Path | None = None, progress=None) -> Report:
+        exact: bool = False, trace: str | Path | None = None, progress=None,
+        sidecar: bool = True) -> Report:
     """Compile and simulate a program: cycles, utilization, traffic, energy, and (functional
-    mode) the outputs computed by the leaves. `trace` writes a Chrome/Perfetto trace (exact mode)."""
+    mode) the outputs computed by the leaves. `trace` writes a Chrome/Perfetto trace (exact mode).
+    Data comes as in `reference`."""
     from simulator.run import simulate
     from simulator.trace import write_trace
     program = load_program(program)
     plan = compile(program, machine)
-    feeds = _feeds(program, inputs, inputs_npz, seed) if functional else None
+    feeds = _feeds(program, inputs, inputs_npz, seed, sidecar) if functional else None
     report, engine = simulate(plan, "exact" if exact or trace else "symmetric", functional, feeds,
                               trace=trace is not None, progress=progress)
     if trace is not None:
@@ -92,14 +132,18 @@ class ReferenceResult:
 
 
 def reference(program: str | Path | Program, inputs: list[str] | dict | None = None,
-              inputs_npz: str | None = None, seed: int = 0) -> ReferenceResult:
+              inputs_npz: str | None = None, seed: int = 0,
+              sidecar: bool = True) -> ReferenceResult:
     """Run a program on the numpy reference interpreter.
 
     `inputs` is a list of "NAME=path.npy" specs (as on the command line) or a dict of arrays;
-    tensors not given come from a generator seeded with `seed`.
+    `inputs_npz` an .npz archive of several. When no archive is given, the archive beside a
+    program file (model.npz for model.fasm, as `fractal import` writes) is loaded if there is
+    one (`sidecar=False`: never). Each tensor comes from the first of: `inputs`, the archive,
+    a generator seeded with `seed`.
     """
     program = load_program(program)
-    feeds = _feeds(program, inputs, inputs_npz, seed)
+    feeds = _feeds(program, inputs, inputs_npz, seed, sidecar)
     start = time.perf_counter()
     outputs = _ref.run_reference(program, feeds)
     return ReferenceResult(program, outputs, program_ops(program), time.perf_counter() - start, seed)

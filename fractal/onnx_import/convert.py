@@ -1,0 +1,195 @@
+"""The import driver: an ONNX graph, node by node, into a fractal program and its param data."""
+from __future__ import annotations
+
+import numpy as np
+
+from isa.errors import ErrorGroup, InternalError, UserError
+from fractal.onnx_import.builder import Builder, Value, onnx_comment
+from fractal.onnx_import.load import Graph, describe_node, load_graph
+from fractal.onnx_import.ops import CONVERTERS
+
+__all__ = ["import_model"]
+
+_FLOAT = 1                                        # onnx.TensorProto.FLOAT
+#: ops never folded at import time: their value is not a function of their inputs
+_NOT_FOLDED = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
+               "Bernoulli", "Multinomial")
+#: ops whose value depends only on their input's static shape
+_SHAPE_ONLY = ("Shape", "Size")
+
+
+class Context:
+    """One node being converted: what a converter reads and the destinations it writes."""
+
+    def __init__(self, graph: Graph, b: Builder, node, index: int, ins: list, outputs: dict,
+                 used: set):
+        self.graph, self.b, self.node, self.ins = graph, b, node, ins
+        self.opset = graph.opset
+        self.name = describe_node(node, index)
+        self._outputs, self._used, self._dests = outputs, used, {}
+
+    def error(self, message: str, hint: str | None = None) -> UserError:
+        return UserError(f"{self.name}: {message}", self.graph.where, hint=hint)
+
+    def bad_attr(self, attr: str, why: str) -> UserError:
+        return self.error(f"attribute {attr}={self.attr(attr)!r} is not supported: {why}")
+
+    def attr(self, name: str, default=None):
+        from onnx import helper
+        for a in self.node.attribute:
+            if a.name == name:
+                v = helper.get_attribute_value(a)
+                return v.decode() if isinstance(v, bytes) else v
+        return default
+
+    def axis(self, axis: int, rank: int) -> int:
+        if not -rank <= axis < rank:
+            raise self.bad_attr("axis", f"it is out of range for rank {rank}")
+        return axis % rank
+
+    def hint(self, suffix: str) -> str:
+        return f"{self.node.output[0]}_{suffix}"
+
+    def out_shape(self, i: int = 0) -> tuple:
+        name = self.node.output[i]
+        shape = self.graph.shapes.get(name)
+        if shape is None:
+            raise self.error(f"the shape of output '{name}' is not static after shape inference",
+                             hint="fix every input's shape (--shape NAME=D0,D1,...) and use "
+                                  "constant shape arguments")
+        if self.graph.dtypes.get(name) != _FLOAT:
+            raise self.error(f"output '{name}' has ONNX element type "
+                             f"{_type_name(self.graph.dtypes.get(name))}; fractal programs compute "
+                             f"float32 data")
+        return shape
+
+    def dest(self, i: int = 0) -> Value:
+        """The tensor that receives output i: the graph output of that name, or an internal one."""
+        if i not in self._dests:
+            name, shape = self.node.output[i], self.out_shape(i)
+            if name in self._outputs and self._outputs[name][1] is None:
+                value = self.b.declare(name, shape, "output", name, name=self._outputs[name][0])
+                self._outputs[name] = (value.name, value)
+            else:
+                value = self.b.declare(name, shape)
+            self._dests[i] = value
+        return self._dests[i]
+
+    def unused_outputs(self, i: int, what: str):
+        if i < len(self.node.output) and self.node.output[i] in self._used:
+            raise self.error(f"output {i} ({what}) is used but not supported")
+
+
+def _type_name(elem_type) -> str:
+    from onnx import TensorProto
+    return TensorProto.DataType.Name(elem_type) if elem_type is not None else "unknown"
+
+
+def _fold(graph: Graph, node, ins: list, ctx: Context) -> list[Value]:
+    """Evaluate a node of constants with ONNX's reference implementation."""
+    from onnx.reference import ReferenceEvaluator
+    feeds = {}
+    for name, v in zip(node.input, ins):
+        if name:
+            feeds[name] = np.zeros(v.shape, np.float32) if node.op_type in _SHAPE_ONLY else v.const
+    try:
+        results = ReferenceEvaluator(node, opsets={"": graph.opset}).run(None, feeds)
+    except Exception as e:
+        raise ctx.error(f"cannot evaluate this node of constants at import time: {e}") from None
+    return [ctx.b.const(np.asarray(r), name) for r, name in zip(results, node.output)]
+
+
+def _convert(graph: Graph, b: Builder, node, ctx: Context) -> list[Value]:
+    ins = ctx.ins
+    present = [v for v in ins if v is not None]
+    if node.op_type not in _NOT_FOLDED and node.domain in ("", "ai.onnx") and (
+            all(v.is_const for v in present) or node.op_type in _SHAPE_ONLY):
+        return _fold(graph, node, ins, ctx)
+    entry = CONVERTERS.get(node.op_type) if node.domain in ("", "ai.onnx") else None
+    if entry is None:
+        op = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
+        raise ctx.error(f"op type {op} is not supported",
+                        hint="supported op types: " + ", ".join(sorted(CONVERTERS)))
+    fn, known = entry
+    for a in node.attribute:
+        if a.name not in known:
+            raise ctx.bad_attr(a.name, f"{node.op_type} is imported without it")
+    for name, v in zip(node.input, ins):
+        if v is not None and not v.is_const and graph.dtypes.get(name, _FLOAT) != _FLOAT:
+            raise ctx.error(f"input '{name}' has ONNX element type "
+                            f"{_type_name(graph.dtypes.get(name))}; fractal programs compute "
+                            f"float32 data")
+    b.node = (f"{node.op_type} {node.name!r}" if node.name else
+              f"{node.op_type} -> {node.output[0]!r}").replace("\n", " ")
+    try:
+        outs = fn(ctx)
+    finally:
+        b.node = ""
+    return outs
+
+
+def import_model(source, input_shapes: dict | None = None) -> tuple[str, dict[str, np.ndarray]]:
+    """An ONNX model (a path or a ModelProto) as fractal program text and its param arrays.
+
+    `input_shapes` fixes graph inputs' shapes ({name: (d0, d1, ...)}), for models whose batch
+    size or other sizes are dynamic. Every unsupported node is reported at once.
+    """
+    from onnx import numpy_helper
+    graph = load_graph(source, input_shapes)
+    g, b = graph.model.graph, Builder()
+    initializers = {i.name: i for i in g.initializer}
+    values: dict[str, Value] = {}
+    # graph inputs and outputs first, so that they keep their names when others would collide
+    for inp in g.input:
+        if inp.name in initializers:
+            continue
+        if graph.dtypes.get(inp.name) != _FLOAT:
+            raise UserError(f"input '{inp.name}' has ONNX element type "
+                            f"{_type_name(graph.dtypes.get(inp.name))}; fractal programs compute "
+                            f"float32 data", graph.where)
+        values[inp.name] = b.declare(inp.name, graph.shapes[inp.name], "input", inp.name)
+    outputs = {o.name: (b.fresh(o.name), None) for o in g.output}
+    for name, init in initializers.items():
+        values[name] = b.const(numpy_helper.to_array(init), name, onnx_comment(name))
+    used = {i for n in g.node for i in n.input} | set(outputs)
+    errors, failed = [], set()
+    for index, node in enumerate(g.node):
+        if any(i in failed for i in node.input):
+            failed.update(node.output)            # reported where it first went wrong
+            continue
+        ins = [values[i] if i else None for i in node.input]
+        ctx = Context(graph, b, node, index, ins, outputs, used)
+        try:
+            outs = _convert(graph, b, node, ctx)
+        except UserError as e:
+            errors.append(e)
+            failed.update(node.output)
+            continue
+        values.update((name, v) for name, v in zip(node.output, outs) if name)
+    for name, (ident, written) in outputs.items():
+        if name in failed or written is values.get(name):
+            continue
+        v = values[name]                          # an alias, a constant or an input: copy it
+        out = b.declare(name, v.shape, "output", name, name=ident)
+        b.emit("copy", out, v)
+    if errors:
+        raise errors[0] if len(errors) == 1 else ErrorGroup(errors)
+    text = b.text(_header(graph))
+    _verify(text, graph.where)
+    return text, b.params
+
+
+def _header(graph: Graph) -> str:
+    m = graph.model
+    producer = (f", produced by {m.producer_name} {m.producer_version}".rstrip()
+                if m.producer_name else "")
+    return (f"imported from ONNX model {graph.where} (opset {graph.opset}{producer}); "
+            f"param data in the .npz beside this file")
+
+
+def _verify(text: str, where: str):
+    from isa.checker import parse_program
+    try:
+        parse_program(text, "<imported>")
+    except UserError as e:
+        raise InternalError("an imported program passes the checker", where, e.format()) from None
