@@ -32,6 +32,7 @@ from compiler.rules import (MERGES, AccessMap, Task, access_map, ceil_div, combi
 from fractal.machine import Machine
 from isa.errors import UserError
 from isa.extensions import opcode_table
+from isa.limits import check_machine_shape, check_plan_pieces
 from isa.program import Program
 
 __all__ = ["BUFFERING", "CompileError", "compile_program", "Decomposer"]
@@ -148,6 +149,9 @@ class Decomposer:
     def _build(self, task, level, amap, pieces, ways, cost, candidates, budget) -> NodePlan:
         node = self.machine.levels[level]
         sizes = [a.size for a in amap.axes]
+        where = self.origin.loc if self.origin is not None else None
+        check_plan_pieces(math.prod(pieces), where or f"machine '{self.machine.name}'",
+                          self.program.source_line(where) if self.program is not None else None)
         ranges, piece_counts = [], []
         for size, n, p in zip(sizes, pieces, ways):
             rs = []
@@ -322,7 +326,9 @@ def _parallel_candidates(sizes, free, fanout):
             out.append(list(ways))
             return
         a = free[i]
-        for p in range(1, min(sizes[a], fanout // prod) + 1):
+        top = min(sizes[a], fanout // prod)
+        # the last free axis of a maximal split takes every way left: enumerate only that one
+        for p in range(top if i == len(free) - 1 else 1, top + 1):
             ways[a] = p
             rec(i + 1, ways, prod * p)
         ways[a] = 1
@@ -338,6 +344,7 @@ def _parallel_candidates(sizes, free, fanout):
 
 def compile_program(program: Program, machine: Machine) -> Plan:
     """Decompose every instruction of a checked program for a machine."""
+    check_machine_shape(machine.fanouts, f"machine '{machine.name}'", f"machine '{machine.name}'")
     dec = Decomposer(machine)
     dec.program = program
     root = machine.levels[0]

@@ -11,6 +11,7 @@ import json
 import os
 import sys
 import traceback
+import warnings
 
 from isa.errors import InternalError, UserError
 
@@ -251,7 +252,11 @@ def main(argv: list[str] | None = None, out=None) -> int:
     try:
         args = build_parser().parse_args(argv)
         handler = getattr(args, "handler", None) or COMMANDS[args.command]
-        return handler(args, out)
+        with warnings.catch_warnings():
+            # numpy's floating-point warnings (a mean of inf and -inf is nan, as reported) are
+            # not for the user: an f32 program may overflow by design
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return handler(args, out)
     except UserError as e:
         print(e.format(), file=sys.stderr)
         return EXIT_USAGE

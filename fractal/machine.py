@@ -6,7 +6,7 @@
 
 Machine files are TOML, validated as a whole (every problem reported at once, each with its key
 path) and then built into frozen dataclasses. This module imports nothing else of ours but the
-error types, so every layer may use it.
+error types and the size limits, so every layer may use it.
 """
 from __future__ import annotations
 
@@ -17,6 +17,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from isa.errors import ErrorGroup, UserError, did_you_mean
+from isa.limits import check_machine_shape
 
 __all__ = ["Level", "Compute", "Machine", "load_machine", "machine_from_dict", "preset",
            "PRESETS", "OP_CLASSES"]
@@ -125,6 +126,7 @@ class Machine:
         for f in fans:
             if not isinstance(f, int) or isinstance(f, bool) or f < 1:
                 raise UserError(f"fan-out must be a positive integer, got {f}", "--fanout")
+        check_machine_shape(fans, "--depth", "--fanout")
         levels = [replace(lv, fanout=f) for lv, f in zip(levels, fans)] + [levels[-1]]
         tag = "x".join(map(str, fans)) if len(set(fans)) > 1 else str(fans[0])
         return replace(self, name=f"{self.name}-d{depth}f{tag}", levels=tuple(levels))
@@ -252,6 +254,9 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
                      _LEVEL_OPTIONAL, path, where, errors)
     if errors:
         raise errors[0] if len(errors) == 1 else ErrorGroup(errors)
+    fans = [lv["fanout"] for lv in raw_levels[:-1]]
+    widest = max(range(len(fans)), key=lambda i: fans[i])
+    check_machine_shape(fans, where("level"), where(f"level[{widest}].fanout"))
 
     levels = []
     for i, lv in enumerate(raw_levels):
@@ -278,7 +283,11 @@ def load_machine(path: str | Path) -> Machine:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
-        where = f"{path}:{m.group(1)}:{m.group(2)}" if m else str(path)
+        if m:
+            where = f"{path}:{m.group(1)}:{m.group(2)}"
+        else:                   # "(at end of document)": the position after the last character
+            lines = text.split("\n")
+            where = f"{path}:{len(lines)}:{len(lines[-1]) + 1}"
         raise UserError(f"invalid TOML: {str(e).split(' (at')[0]}", where) from None
     return machine_from_dict(data, str(path))
 

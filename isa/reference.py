@@ -21,6 +21,7 @@ import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from isa.errors import InternalError, UserError, did_you_mean
+from isa.limits import check_data_run
 from isa.opcodes import OPCODES, conv_out, pads
 from isa.program import Instruction, Program, TensorType
 
@@ -197,6 +198,19 @@ SEMANTICS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
 assert SEMANTICS.keys() == OPCODES.keys(), "every opcode needs a reference semantics"
 
 
+def _quiet(fn):
+    """`fn` with numpy's floating-point warnings off: f32 overflow gives inf and nan by
+    definition, and a Python warning must not reach the user."""
+    def semantics(ins, a, t):
+        with np.errstate(all="ignore"):
+            return fn(ins, a, t)
+    semantics.__name__ = getattr(fn, "__name__", "semantics")
+    return semantics
+
+
+SEMANTICS = {name: _quiet(fn) for name, fn in SEMANTICS.items()}
+
+
 # ---------------------------------------------------------------- programs
 
 def semantics_of(spec, core: dict | None = None) -> Callable:
@@ -265,7 +279,9 @@ def _fed(program: Program):
 
 
 def generate_feeds(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
-    """Random data for every input and param; each depends only on (seed, tensor name)."""
+    """Random data for every input and param; each depends only on (seed, tensor name).
+    A program too big to run on the host's data is refused here (isa/limits.py)."""
+    check_data_run(program)
     feeds = {}
     for t in _fed(program):
         rng = np.random.default_rng(np.random.SeedSequence([seed % 2**64, zlib.crc32(t.name.encode())]))

@@ -31,7 +31,8 @@ from dataclasses import dataclass
 import simpy
 
 from compiler.decompose import BUFFERING
-from compiler.plan import NodePlan, Plan
+from compiler.plan import NodePlan, Plan, level_counts
+from isa.limits import check_sim_pieces
 from simulator.pieces import NodePieces
 
 __all__ = ["Engine", "StageEvent", "NodeTotals"]
@@ -66,10 +67,22 @@ def _ceil(x: float) -> int:
     return int(math.ceil(x - 1e-9))
 
 
+def _pieces_per_root(plan: Plan, mode: str) -> list[int]:
+    """Serial pieces the simulation steps through for each root instruction: each distinct node
+    task once (symmetric), or every node that runs one (exact)."""
+    out = []
+    for root in plan.roots:
+        counts = level_counts(plan, (root,))
+        out.append(sum(plan.table[k].pieces * (n if mode == "exact" else 1)
+                       for k, n in counts.items()))
+    return out
+
+
 class Engine:
     def __init__(self, plan: Plan, mode: str = "symmetric", trace: bool = False):
         if mode not in ("symmetric", "exact"):
             raise ValueError(mode)
+        check_sim_pieces(_pieces_per_root(plan, mode), plan.program)
         self.plan = plan
         self.machine = plan.machine
         self.mode = mode
@@ -212,20 +225,20 @@ class Engine:
         children = [self.plan.node(t, node.level + 1) for t, _ in work.children]
         if self.mode == "symmetric":
             durations = [self.duration(c) for c in children]
-            slowest = max(range(len(children)), key=durations.__getitem__)
-            if totals.slowest_child is None or durations[slowest] > totals.slowest_child[1]:
-                totals.slowest_child = ((children[slowest].task, children[slowest].level),
-                                        durations[slowest])
-            yield env.timeout(durations[slowest])
-            return
-        procs, j = [], 0
-        for c, (_, n) in zip(children, work.children):
-            for _ in range(n):
-                procs.append(env.process(self._node(env, c, f"{path}.{j}")))
-                j += 1
-        yield simpy.AllOf(env, procs)
-        if totals.slowest_child is None:
-            totals.slowest_child = ((children[0].task, children[0].level), 0)
+            yield env.timeout(max(durations))
+        else:
+            procs, j = [], 0
+            for c, (_, n) in zip(children, work.children):
+                for _ in range(n):
+                    procs.append(env.process(self._node(env, c, f"{path}.{j}")))
+                    j += 1
+            yield simpy.AllOf(env, procs)
+            durations = [self.totals[(c.task, c.level)].cycles for c in children]
+        # both modes name the same slowest child: the first of the longest, over all pieces
+        slowest = max(range(len(children)), key=durations.__getitem__)
+        if totals.slowest_child is None or durations[slowest] > totals.slowest_child[1]:
+            totals.slowest_child = ((children[slowest].task, children[slowest].level),
+                                    durations[slowest])
 
     # ------------------------------------------------------------ analysis
     def bound(self, node: NodePlan) -> str:

@@ -1,16 +1,24 @@
-"""Random valid programs and machines for property tests (seeded numpy generators).
+"""Random valid programs and machines (seeded numpy generators), for property tests and for
+the reliability campaign (scripts/campaign.py).
 
-`random_program(rng, opcode)` writes a one- or two-instruction program exercising `opcode` with
-random shapes and attributes; `random_machine(rng, ...)` re-scales `tiny` to a random depth and
-fan-outs, with memories from barely enough to roomy.
+`random_program(rng, opcode)` writes a small program exercising one core opcode or one extension
+of programs/lib/ with random shapes and attributes; `random_chain(rng)` chains several
+instructions (broadcasting, matrix products, reductions, data movement); `any_program(rng)` picks
+one of those. `random_machine(rng, ...)` re-scales `tiny` to a random depth and fan-outs
+(1, primes, powers of two) with memories from barely enough to huge; `machine_toml` writes a
+machine back as a machine file. Every generator is a function of a numpy Generator, so one
+integer seed reproduces a case; `programs()` and `machines()` wrap them as hypothesis strategies.
 """
-from dataclasses import replace
+from dataclasses import fields, replace
+from pathlib import Path
 
 import numpy as np
 
-from fractal.machine import preset
+from fractal.machine import Compute, Machine, preset
 from isa import parse_program
 from isa.opcodes import OPCODES, conv_out
+
+LIB = Path(__file__).resolve().parents[1] / "programs" / "lib"
 
 
 def _decl(name, dtype, shape, role=""):
@@ -94,6 +102,8 @@ def random_program(rng: np.random.Generator, opcode: str):
         lines = [_decl("x", "f32", shape, "input"), _decl("o", "i32", shape),
                  _decl("i", "i32", shape[:-1] + [k]), _decl("y", "f32", shape[:-1] + [k], "output")]
         body = f"argsort o, x\nslice i, o, axis={len(shape) - 1}, start=0\ngather y, x, i"
+    elif opcode in EXTENSION_OPCODES:
+        return _extension_program(rng, opcode)
     else:   # data movement: a transpose, copy, reshape, slice or concat after a relu
         shape = _dims(rng, 3, 1, 6)
         lines = [_decl("x", "f32", shape, "input"), _decl("t", "f32", shape)]
@@ -121,16 +131,102 @@ def random_program(rng: np.random.Generator, opcode: str):
     return parse_program("\n".join(lines) + "\n" + body + "\n", f"random_{opcode}.fasm")
 
 
-def random_machine(rng: np.random.Generator, max_leaves: int = 4096, leaf_memory: int | None = None):
-    """`tiny` re-scaled to depth 1..4 with fan-outs 1..16 (including 3, 5, 7) and random memories."""
+def _extension_program(rng, opcode: str):
+    """A program whose one instruction is an extension of programs/lib/ (included by path)."""
     r = lambda lo, hi: int(rng.integers(lo, hi + 1))
+    body = ""
+    if opcode == "softmax":
+        shape = (r(1, 40), r(1, 60))
+        lines = [_decl("x", "f32", shape, "input"), _decl("y", "f32", shape, "output")]
+        body = "softmax y, x"
+    elif opcode == "topk":
+        rows, n = r(1, 4), r(1, 400)
+        k = r(1, min(n, 16))
+        lines = [_decl("x", "f32", (rows, n), "input"), _decl("vals", "f32", (rows, k), "output"),
+                 _decl("idx", "i32", (rows, k), "output")]
+        body = "topk vals, idx, x"
+    elif opcode == "conv3d":
+        n, c, o, kd, kh, kw, s = r(1, 2), r(1, 3), r(1, 4), r(1, 3), r(1, 3), r(1, 3), r(1, 2)
+        p = r(0, min(kh, kw) - 1)
+        d, h, w = r(kd, kd + 4), r(max(1, kh - 2 * p), 9), r(max(1, kw - 2 * p), 9)
+        out = (n, o, d - kd + 1, conv_out(h, kh, s, p), conv_out(w, kw, s, p))
+        lines = [_decl("x", "f32", (n, c, d, h, w), "input"),
+                 _decl("w", "f32", (o, c, kd, kh, kw), "param"), _decl("y", "f32", out, "output")]
+        body = f"conv3d y, x, w, stride={s}, pad={p}"
+    else:   # nb_classify
+        n, f, k = r(1, 60), r(1, 20), r(1, 10)
+        lines = [_decl("x", "f32", (n, f), "input"), _decl("loglik", "f32", (f, k), "param"),
+                 _decl("logprior", "f32", (1, k), "param"), _decl("label", "i32", (n,), "output")]
+        body = "nb_classify label, x, loglik, logprior"
+    lib = LIB / f"{LIBRARY_OF[opcode]}.fasm"
+    text = f'include "{lib}"\n' + "\n".join(lines) + "\n" + body + "\n"
+    return parse_program(text, f"random_{opcode}.fasm")
+
+
+def random_chain(rng: np.random.Generator, length: int | None = None):
+    """A chain of f32 instructions, each reading the previous result: unary maps, broadcasting
+    binaries with params, matrix products, reductions to a column, transposes and softmax."""
+    r = lambda lo, hi: int(rng.integers(lo, hi + 1))
+    length = length or r(2, 6)
+    shape = [r(1, 24), r(1, 24)]
+    decls = [_decl("t0", "f32", shape, "input")]
+    body = [] if r(0, 3) else [f'include "{LIB / "softmax.fasm"}"']
+    uses_softmax = bool(body)
+    for i in range(1, length + 1):
+        src, dst = f"t{i - 1}", f"t{i}"
+        kind = r(0, 6 if uses_softmax else 5)
+        if kind == 0:
+            body.append(f"{['relu', 'sigmoid', 'tanh', 'exp'][r(0, 3)]} {dst}, {src}")
+        elif kind == 1:
+            pshape = [[shape[1]], [1, shape[1]], [shape[0], 1], list(shape), [1]][r(0, 4)]
+            decls.append(_decl(f"p{i}", "f32", pshape, "param"))
+            op = ["add", "sub", "mul", "div"][r(0, 3)]
+            body.append(f"{op} {dst}, {src}, p{i}" if r(0, 1) else f"{op} {dst}, p{i}, {src}")
+        elif kind == 2:
+            n = r(1, 24)
+            decls.append(_decl(f"p{i}", "f32", (shape[1], n), "param"))
+            body.append(f"matmul {dst}, {src}, p{i}")
+            shape = [shape[0], n]
+        elif kind == 3:     # a reduction over the rows' length, kept as a column
+            decls.append(_decl(f"r{i}", "f32", shape[:1]))
+            body.append(f"{['reduce_sum', 'reduce_max'][r(0, 1)]} r{i}, {src}, axis=1")
+            body.append(f"reshape {dst}, r{i}")
+            shape = [shape[0], 1]
+        elif kind == 4:
+            body.append(f"transpose {dst}, {src}, perm=(1, 0)")
+            shape = shape[::-1]
+        elif kind == 5:
+            body.append(f"copy {dst}, {src}")
+        else:
+            body.append(f"softmax {dst}, {src}")
+        decls.append(_decl(dst, "f32", shape, "output" if i == length else ""))
+    includes = [b for b in body if b.startswith("include")]
+    instrs = [b for b in body if not b.startswith("include")]
+    text = "\n".join(includes + decls + instrs) + "\n"
+    return parse_program(text, "random_chain.fasm")
+
+
+def any_program(rng: np.random.Generator):
+    """One opcode's program (core or extension) or a chain."""
+    if rng.integers(0, 4) == 0:
+        return random_chain(rng)
+    return random_program(rng, str(rng.choice(ALL_OPCODES)))
+
+
+def random_machine(rng: np.random.Generator, max_leaves: int = 4096, leaf_memory: int | None = None,
+                   huge: bool = False):
+    """`tiny` re-scaled to depth 1..4 with fan-outs 1..16 (including 3, 5, 7) and random memories;
+    `huge` adds fan-outs 11 and 13 and memories up to 64 MiB per leaf."""
+    r = lambda lo, hi: int(rng.integers(lo, hi + 1))
+    fan_choices = [1, 2, 3, 4, 5, 7, 8, 16] + ([11, 13] if huge else [])
     while True:
         depth = r(1, 4)
-        fans = tuple(int(rng.choice([1, 2, 3, 4, 5, 7, 8, 16])) for _ in range(depth))
+        fans = tuple(int(rng.choice(fan_choices)) for _ in range(depth))
         if int(np.prod(fans)) <= max_leaves:
             break
     m = preset("tiny").rescaled(depth, fans)
-    leaf_mem = leaf_memory or int(rng.choice([2048, 4096, 16384, 65536]))
+    mems = [2048, 4096, 16384, 65536] + ([1 << 20, 1 << 26] if huge else [])
+    leaf_mem = leaf_memory or int(rng.choice(mems))
     levels = list(m.levels)
     for i in range(1, depth):
         levels[i] = replace(levels[i], memory_bytes=leaf_mem * int(rng.choice([4, 16, 64])))
@@ -138,4 +234,45 @@ def random_machine(rng: np.random.Generator, max_leaves: int = 4096, leaf_memory
     return replace(m, levels=tuple(levels))
 
 
+def machine_toml(m: Machine) -> str:
+    """A machine file that loads back to `m`."""
+    lines = [f"name = {_toml_value(m.name)}", f"description = {_toml_value(m.description)}",
+             f"frequency_hz = {float(m.frequency_hz)!r}"]
+    for i, lv in enumerate(m.levels):
+        lines.append("\n[[level]]")
+        for f in fields(lv):
+            v = getattr(lv, f.name)
+            if f.name == "fanout" and i == len(m.levels) - 1:
+                continue
+            lines.append(f"{f.name} = {_toml_value(v)}")
+    lines.append("\n[level.compute]")
+    lines += [f"{f.name} = {_toml_value(getattr(m.compute, f.name))}" for f in fields(Compute)]
+    return "\n".join(lines) + "\n"
+
+
+def _toml_value(v) -> str:
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, str):
+        return '"' + v.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return repr(v)
+
+
+def programs():
+    """A hypothesis strategy of random valid programs (any opcode, extension or chain)."""
+    from hypothesis import strategies as st
+    return st.integers(0, 2**32 - 1).map(lambda s: any_program(np.random.default_rng(s)))
+
+
+def machines(**kw):
+    """A hypothesis strategy of random valid machines (see random_machine)."""
+    from hypothesis import strategies as st
+    return st.integers(0, 2**32 - 1).map(lambda s: random_machine(np.random.default_rng(s), **kw))
+
+
 CORE_OPCODES = sorted(OPCODES)
+#: extension instructions of programs/lib/ and the library declaring each
+LIBRARY_OF = {"softmax": "softmax", "topk": "topk", "conv3d": "conv3d",
+              "nb_classify": "naive_bayes"}
+EXTENSION_OPCODES = sorted(LIBRARY_OF)
+ALL_OPCODES = CORE_OPCODES + EXTENSION_OPCODES

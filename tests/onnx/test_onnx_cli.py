@@ -11,7 +11,7 @@ import pytest
 
 from fractal.cli import main
 from fractal.commands.import_ import write_npz
-from onnx_models import every_op_cnn, mlp, model, node, onnxruntime_outputs
+from tests.onnx.onnx_models import every_op_cnn, mlp, model, node, onnxruntime_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -7,7 +7,7 @@ from onnx import TensorProto, helper
 from isa.errors import ErrorGroup, UserError
 from fractal import api
 from fractal.onnx_import import import_model
-from onnx_models import model, node, onnxruntime_outputs, weights
+from tests.onnx.onnx_models import model, node, onnxruntime_outputs, weights
 
 
 def message(m, **kw) -> str:

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from fractal.onnx_import import SUPPORTED_OPS, import_model
-from onnx_models import (assert_matches_onnxruntime, every_op_cnn, mlp, model, node,
+from tests.onnx.onnx_models import (assert_matches_onnxruntime, every_op_cnn, mlp, model, node,
                          onnxruntime_outputs, rng, weights)
 
 

@@ -1,0 +1,71 @@
+"""`fractal reproduce`: the workload suite on f1 against a GTX 1080 Ti and on f100 against a
+DGX-1, with the paper's headline ratios beside the geometric means."""
+from __future__ import annotations
+
+import json
+import sys
+
+
+def register(sub) -> None:
+    from fractal.cli import positive_int
+    p = sub.add_parser("reproduce", help="compare f1 with a GTX 1080 Ti and f100 with a DGX-1 "
+                                         "over the workload suite, beside the paper's ratios")
+    p.add_argument("--batch", type=positive_int,
+                   help="batch size of every workload (default: each workload's own)")
+    p.add_argument("--programs", nargs="+", metavar="NAME",
+                   help="only these workloads of the suite (default: all)")
+    p.add_argument("--gpu-f1", default="1080ti", metavar="GPU",
+                   help="the baseline of f1 (default 1080ti)")
+    p.add_argument("--gpu-f100", default="dgx1-v100", metavar="GPU",
+                   help="the baseline of f100 (default dgx1-v100; the paper does not say which)")
+    p.add_argument("-o", "--output", metavar="FILE.md",
+                   help="write the report (tables, figure beside it in reproduction/) to FILE.md")
+    p.add_argument("--json", action="store_true", help="print every row and summary as JSON")
+    p.set_defaults(handler=run)
+
+
+def run(args, out) -> int:
+    import platform
+    from dataclasses import replace
+    from datetime import date
+    from isa.errors import UserError, did_you_mean
+    from fractal import reproduce as rp
+    from fractal.baseline import load_gpu
+    from fractal.workloads import WORKLOADS
+
+    comparisons = (replace(rp.COMPARISONS[0], gpu=load_gpu(args.gpu_f1, "--gpu-f1").name),
+                   replace(rp.COMPARISONS[1], gpu=load_gpu(args.gpu_f100, "--gpu-f100").name))
+    comparisons = tuple(replace(c, title=c.title.split(" vs ")[0] + f" vs {c.gpu}")
+                        if c.gpu != d.gpu else c for c, d in zip(comparisons, rp.COMPARISONS))
+    names = list(WORKLOADS)
+    for n in args.programs or []:
+        if n not in WORKLOADS:
+            raise UserError(f"unknown workload '{n}'{did_you_mean(n, names)}; the suite has: "
+                            f"{', '.join(names)}", "--programs")
+    programs = {n: t for n, t in rp.suite(args.batch).items() if not args.programs or n in args.programs}
+    tty = sys.stderr.isatty() and not args.json
+    progress = (lambda r: print(f"  {r.machine} vs {r.gpu}: {r.program}".ljust(60), end="\r",
+                                file=sys.stderr, flush=True)) if tty else None
+    rows = rp.compare(programs, comparisons, progress)
+    if tty:
+        print(" " * 60, end="\r", file=sys.stderr)
+    if args.json:
+        json.dump({"rows": [r.to_json() for r in rows],
+                   "summaries": [rp.summary(rows, c) for c in comparisons]}, out, indent=2)
+        out.write("\n")
+    else:
+        for c in comparisons:
+            print(rp.table_text(rows, c), file=out)
+            print(file=out)
+    if args.output:
+        command = "fractal reproduce" + (f" --batch {args.batch}" if args.batch else "") + \
+            (f" --programs {' '.join(args.programs)}" if args.programs else "") + \
+            f" -o {args.output}"
+        host = f"{platform.machine()}, Python {platform.python_version()}, {date.today()}"
+        try:
+            rp.write_report(rows, comparisons, args.output, command, host)
+        except OSError as e:
+            raise UserError(f"cannot write the report: {e.strerror}", args.output)
+        if not args.json:
+            print(f"report written to {args.output}", file=out)
+    return 0

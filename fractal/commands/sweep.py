@@ -1,0 +1,68 @@
+"""`fractal sweep`: run programs over a grid of machine sizes into a resumable CSV."""
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def int_range(text: str) -> tuple[int, ...]:
+    """`3`, `1..4` (both ends included), `2,4,8`, or a mix: `1..3,8`; every value at least 1."""
+    values = []
+    for item in text.split(","):
+        item = item.strip()
+        start, sep, end = item.partition("..")
+        try:
+            lo, hi = (int(start), int(end)) if sep else (int(item), int(item))
+        except ValueError:
+            raise argparse.ArgumentTypeError(
+                f"expected N, A..B or a comma-separated list of them, got {text!r}") from None
+        if lo > hi:
+            raise argparse.ArgumentTypeError(f"empty range {item!r}: its start is above its end")
+        if lo < 1:
+            raise argparse.ArgumentTypeError(f"values must be at least 1, got {lo} in {text!r}")
+        values.extend(range(lo, hi + 1))
+    return tuple(dict.fromkeys(values))
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    names = tuple(n.strip() for n in text.split(",") if n.strip())
+    if not names:
+        raise argparse.ArgumentTypeError(f"expected a comma-separated list of names, got {text!r}")
+    return names
+
+
+def register(sub):
+    from fractal.cli import positive_int
+    p = sub.add_parser("sweep", help="run programs over a grid of machine sizes (timing only) "
+                                     "into a CSV that an interrupted sweep resumes")
+    p.add_argument("programs", nargs="+", metavar="PROGRAM")
+    p.add_argument("--machine", "-m", default="f1",
+                   help="preset name (tiny, f1, f100) or a machine .toml file (default f1)")
+    p.add_argument("--depth", type=int_range,
+                   help="fan-out stages: 3, 1..4 or 1,2,4 (default: the machine's own)")
+    p.add_argument("--fanout", type=int_range,
+                   help="fan-out of every stage: 8, 2..4 or 2,4,8,16 (default: the machine's own)")
+    p.add_argument("--gpu", type=name_list, default=(),
+                   help="GPU baselines to compare with, e.g. 1080ti,v100,h100")
+    p.add_argument("-o", "--out", default="results.csv",
+                   help="CSV to write; rows already in it are kept and not run again "
+                        "(default results.csv)")
+    p.add_argument("--workers", type=positive_int,
+                   help="local worker processes (default: one per core)")
+    p.add_argument("--dask", metavar="ADDRESS",
+                   help="run on this Dask scheduler (tcp://host:port) instead of local workers")
+    p.set_defaults(handler=run)
+
+
+def run(args, out) -> int:
+    from fractal.sweep import sweep
+    rows = sweep(args.programs, args.machine, args.depth, args.fanout, args.gpu, args.out,
+                 args.workers, args.dask, progress=sys.stderr.isatty())
+    failed = [r for r in rows if r["error"]]
+    print(f"{len(rows)} runs in {args.out}" + (f", {len(failed)} with an error:" if failed else ""),
+          file=out)
+    for r in failed[:10]:
+        print(f"  {r['program']} depth {r['depth']} fan-out {r['fanout']}: {r['error']}", file=out)
+    if len(failed) > 10:
+        print(f"  ... and {len(failed) - 10} more (the error column of {args.out})", file=out)
+    return 0

@@ -1,0 +1,140 @@
+"""Host resource limits: what the tool agrees to build or compute before it starts.
+
+A machine or a program that would exhaust the host's memory, overflow the numbers of the cost
+model or run for hours is refused up front with a located `UserError` that names the limit and
+the environment variable that raises it:
+
+    FRACTAL_MAX_DEPTH        fan-out stages of a machine                  (default 64)
+    FRACTAL_MAX_FANOUT       children per node                            (default 16384)
+    FRACTAL_MAX_LEAVES       leaves of a machine                          (default 2**64)
+    FRACTAL_MAX_DATA_BYTES   host memory for a run on data (functional
+                             simulation or the reference interpreter)     (default 4 GiB)
+    FRACTAL_MAX_HOST_OPS     arithmetic ops such a run computes on the
+                             host                                         (default 10**12)
+    FRACTAL_MAX_PIECES       serial pieces one node's task may be cut
+                             into, and pieces a simulation steps through
+                             (symmetric mode: once per distinct node
+                             task; exact mode: at every node)             (default 10**6)
+
+Timing-only simulation computes no data, so the last two do not apply to it. Like `errors`,
+this module imports nothing else of ours.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from isa.errors import UserError
+
+__all__ = ["LIMITS", "limit", "check_machine_shape", "check_data_run", "check_plan_pieces",
+           "check_sim_pieces"]
+
+#: name -> (environment variable, default, what it bounds)
+LIMITS = {
+    "depth": ("FRACTAL_MAX_DEPTH", 64, "fan-out stages of a machine"),
+    "fanout": ("FRACTAL_MAX_FANOUT", 16384, "children per node"),
+    "leaves": ("FRACTAL_MAX_LEAVES", 2**64, "leaves of a machine"),
+    "data_bytes": ("FRACTAL_MAX_DATA_BYTES", 4 * 2**30, "host memory of a run on data"),
+    "host_ops": ("FRACTAL_MAX_HOST_OPS", 10**12, "ops a run on data computes on the host"),
+    "pieces": ("FRACTAL_MAX_PIECES", 10**6, "serial pieces of one node's task or of a simulation"),
+}
+
+
+def limit(name: str) -> int:
+    """The limit in force: its environment variable when set, else the default."""
+    var, default, _ = LIMITS[name]
+    text = os.environ.get(var)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise UserError(f"{var} must be a positive integer, got {text!r}", var) from None
+    if value < 1:
+        raise UserError(f"{var} must be a positive integer, got {text!r}", var)
+    return value
+
+
+def _over(name: str, what: str, value: int, where, hint: str | None = None,
+          unit: str = "") -> UserError:
+    var, _, bounds = LIMITS[name]
+    return UserError(f"{what} {value:,}{unit}, over the limit of {limit(name):,}{unit} ({bounds}; "
+                     f"set {var} to raise it)", where, hint=hint)
+
+
+def check_machine_shape(fanouts, where_depth, where_fanout) -> None:
+    """Refuse a machine too deep, too wide or with too many leaves to model."""
+    fanouts = list(fanouts)
+    if len(fanouts) > limit("depth"):
+        raise _over("depth", "the machine's depth is", len(fanouts), where_depth)
+    for f in fanouts:
+        if f > limit("fanout"):
+            raise _over("fanout", "a fan-out is", f, where_fanout)
+    leaves = math.prod(fanouts)
+    if leaves > limit("leaves"):
+        raise _over("leaves", "the machine's leaf count is", leaves, where_depth)
+
+
+def check_data_run(program, opcodes: dict | None = None) -> None:
+    """Refuse a run on data (reference or functional) that would need more host memory or
+    compute than the limits allow. Memory: every tensor, plus the largest scratch space one
+    instruction may need (float64 copies of its operands, padded windows)."""
+    from isa.opcodes import instruction_ops, pads
+    if opcodes is None:
+        from isa.extensions import opcode_table
+        opcodes = opcode_table(program)
+    types = program.types
+    tensors = sum(t.type.nbytes for t in program.tensors)
+    biggest = max(program.tensors, key=lambda t: t.type.nbytes, default=None)
+    scratch, at, ops, costly, most = 0, None, 0, None, -1
+    for ins in program.instructions:
+        spec = opcodes[ins.opcode]
+        elems = sum(types[n].size for n in ins.operands)
+        attrs = spec.full_attrs(ins.attr)
+        if "pad" in attrs and types[ins.operands[1]].rank == 4:
+            n, c, h, w = types[ins.operands[1]].shape
+            t, l, b, r = pads(attrs)
+            elems += 2 * n * c * (h + t + b) * (w + l + r)
+        if 16 * elems > scratch:
+            scratch, at = 16 * elems, ins
+        n_ops = instruction_ops(ins, types, opcodes)
+        ops += n_ops
+        if n_ops > most:
+            costly, most = ins, n_ops
+    hint = "--timing-only simulates timing and energy without computing data"
+    if tensors + scratch > limit("data_bytes"):
+        culprit = biggest if biggest is not None and biggest.type.nbytes >= scratch else at
+        raise _over("data_bytes", "a run on data needs about", tensors + scratch,
+                    _located(program, culprit), hint, " bytes")
+    if ops > limit("host_ops"):
+        raise _over("host_ops", "a run on data computes", ops, _located(program, costly), hint,
+                    " ops")
+
+
+def _located(program, item):
+    """The source location of a declaration or instruction (the file when it has none)."""
+    return getattr(item, "loc", None) or program.file
+
+
+def check_sim_pieces(pieces_per_instruction, program) -> None:
+    """Refuse a simulation that would step through too many serial pieces (it would run for
+    hours); `pieces_per_instruction` holds one count per program instruction, in order."""
+    counts = list(pieces_per_instruction)
+    total = sum(counts)
+    if total > limit("pieces"):
+        worst = program.instructions[max(range(len(counts)), key=counts.__getitem__)]
+        raise _over("pieces", "the simulation would step through", total,
+                    _located(program, worst),
+                    "smaller tensors, or a machine with larger memories, need fewer pieces",
+                    " serial pieces")
+
+
+def check_plan_pieces(pieces: int, where, source_line: str | None = None) -> None:
+    """Refuse a node plan that cuts its task into more serial pieces than the limit (the plan
+    and its simulation grow with the pieces)."""
+    if pieces > limit("pieces"):
+        e = _over("pieces", "fitting this instruction into the children's memories takes", pieces,
+                  where, "smaller tensors, or a machine with larger memories, need fewer pieces",
+                  " serial pieces at one node")
+        e.source_line = source_line
+        raise e

@@ -1,0 +1,74 @@
+"""`fractal reproduce`: the suite against the GPU baselines, ratios beside the paper's."""
+import io
+import json
+import math
+
+import numpy as np
+import pytest
+
+import fractal
+from fractal import cli
+from fractal import reproduce as rp
+from fractal.baseline import estimate
+from fractal.workloads import generate
+
+
+def _main(*argv):
+    out = io.StringIO()
+    return cli.main(list(argv), out), out.getvalue()
+
+
+def test_rows_are_the_two_simulators_ratios():
+    text = generate("logreg")
+    rows = rp.compare({"logreg": text})
+    assert [(r.machine, r.gpu) for r in rows] == [("f1", "1080ti"), ("f100", "dgx1-v100")]
+    for r in rows:
+        f = fractal.run(text, r.machine, functional=False)
+        g = estimate(text, r.gpu)
+        assert r.speedup == pytest.approx(g.seconds / f.seconds)
+        assert r.efficiency == pytest.approx((f.ops / f.energy_joules) / (g.ops / g.energy_joules))
+        # the explanation's factors multiply back to the ratios
+        peak = f.peak_ops_per_second / g.peak_ops_per_second
+        assert r.speedup == pytest.approx(peak * r.fractal_utilization / r.gpu_utilization)
+        assert r.efficiency == pytest.approx(r.speedup * r.gpu_watts / r.fractal_watts)
+
+
+def test_geometric_means_and_paper_ratios():
+    rows = rp.compare({n: generate(n) for n in ("logreg", "svm_rbf")})
+    for c in rp.COMPARISONS:
+        s = rp.summary(rows, c)
+        mine = [r for r in rows if r.machine == c.machine]
+        assert s["speedup"] == pytest.approx(math.prod(r.speedup for r in mine) ** (1 / len(mine)))
+        assert s["speedup"] == pytest.approx(s["peak_ratio"] * s["utilization_ratio"])
+        assert s["efficiency"] == pytest.approx(np.exp(np.mean(np.log([r.efficiency for r in mine]))))
+    assert [(c.paper_speedup, c.paper_efficiency) for c in rp.COMPARISONS] == [(5.14, 11.39),
+                                                                               (2.82, 8.37)]
+
+
+def test_command_writes_the_report_and_figure(tmp_path):
+    md = tmp_path / "docs" / "reproduction.md"
+    code, text = _main("reproduce", "--programs", "logreg", "gaussian_nb", "-o", str(md))
+    assert code == 0
+    assert "geometric mean" in text and "paper" in text
+    body = md.read_text()
+    assert "## Cambricon-F1 vs GTX 1080 Ti" in body and "## Cambricon-F100 vs DGX-1" in body
+    assert "| logreg |" in body and "| gaussian_nb |" in body
+    png = tmp_path / "docs" / "reproduction" / "cambricon_f.png"
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_json_and_other_baseline():
+    code, text = _main("reproduce", "--programs", "logreg", "--gpu-f100", "dgx1-p100", "--json")
+    assert code == 0
+    data = json.loads(text)
+    assert {r["gpu"] for r in data["rows"]} == {"1080ti", "dgx1-p100"}
+    assert len(data["summaries"]) == 2
+
+
+@pytest.mark.parametrize("argv", [["--programs", "vgg61"], ["--gpu-f1", "gtx9000"],
+                                  ["--batch", "0"]])
+def test_bad_arguments_exit_2(argv, capsys):
+    code, _ = _main("reproduce", *argv)
+    assert code == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err and "error" in err

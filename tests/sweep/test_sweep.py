@@ -1,0 +1,269 @@
+"""Machine-size sweeps: rows against direct runs, resume after SIGKILL and torn lines, a Dask
+cluster giving the same rows, and the errors a user can cause."""
+import errno
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from fractal import api
+from fractal import sweep as sweep_module
+from fractal.cli import main
+from fractal.commands.sweep import int_range
+from fractal.sweep import KEY, ResultsFile, columns, read_rows, sweep
+from isa.errors import UserError
+
+from tests.sweep.sweep_helpers import GRID, N_POINTS, PROGRAMS, ROOT, fractal
+
+
+def data_lines(path) -> list[str]:
+    return Path(path).read_text().splitlines()[1:]
+
+
+def test_rows_match_direct_runs(reference):
+    from fractal.baseline import estimate, load_gpu
+    rows = read_rows(reference)
+    assert len(rows) == N_POINTS
+    assert [(r["depth"], r["fanout"]) for r in rows[:6]] == [
+        (d, str(f)) for d in (1, 2) for f in (2, 4, 8)]          # key order
+    gpu_seconds = estimate(api.load_program(ROOT / "programs/mlp.fasm"), load_gpu("v100")).seconds
+    for row in rows:
+        assert row["leaves"] == int(row["fanout"]) ** row["depth"]
+        assert row["error"] is None
+    for row in [r for r in rows if r["program"] == "programs/mlp.fasm"][::3]:
+        r = api.run(ROOT / row["program"], api.build_machine("tiny", row["depth"],
+                                                             int(row["fanout"])), functional=False)
+        assert (row["cycles"], row["ops"], row["energy_joules"]) == (r.cycles, r.ops,
+                                                                       r.energy_joules)
+        assert row["ops_per_second"] == pytest.approx(r.ops / r.cycles * 1e9)   # tiny: 1 GHz
+        assert row["traffic_bytes_total"] == sum(lv["bytes_in"] + lv["bytes_out"]
+                                                 for lv in r.levels)
+        assert row["gpu_v100_seconds"] == gpu_seconds
+        assert row["speedup_vs_v100"] == pytest.approx(gpu_seconds / r.seconds)
+
+
+def test_killed_and_torn_sweep_resumes_to_the_same_file(reference, tmp_path):
+    out = tmp_path / "results.csv"
+    proc = subprocess.Popen([sys.executable, "-m", "fractal.cli", "sweep", *PROGRAMS, *GRID,
+                             "-o", str(out), "--workers", "1"], cwd=ROOT, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and proc.poll() is None:
+        if out.exists() and out.read_bytes().count(b"\n") >= 4:     # header + 3 rows
+            break
+        time.sleep(0.005)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    assert proc.returncode == -signal.SIGKILL, "the sweep ended before it could be killed"
+    data = out.read_bytes()
+    complete = data[:data.rfind(b"\n") + 1]
+    lines = complete.splitlines()
+    assert 4 <= len(lines) <= N_POINTS, len(lines)
+    # a row's write torn by the kill: the last row without its second half or its newline
+    out.write_bytes(complete[:-(len(lines[-1]) // 2 + 1)])
+
+    res = fractal("sweep", *PROGRAMS, *GRID, "-o", out)
+    assert res.returncode == 0, res.stderr
+    assert sorted(data_lines(out)) == sorted(data_lines(reference))
+    assert out.read_bytes() == reference.read_bytes()           # rewritten in key order
+
+
+def test_resume_runs_only_the_missing_points(reference, tmp_path, monkeypatch):
+    out = tmp_path / "results.csv"
+    lines = reference.read_text().splitlines(keepends=True)
+    out.write_text("".join(lines[:5]) + lines[5][:20])           # four rows and a torn fifth
+    ran = []
+    run_point = sweep_module.run_point
+
+    def run_and_look(point):
+        # at every moment of the sweep the file holds only whole rows
+        text = out.read_text()
+        assert text.endswith("\n")
+        assert {len(line.split(",")) for line in text.splitlines()} == {len(lines[0].split(","))}
+        ran.append(point.key)
+        return run_point(point)
+    monkeypatch.setattr(sweep_module, "run_point", run_and_look)
+    rows = sweep(PROGRAMS, "tiny", [1, 2], [2, 4, 8], ["v100"], out, workers=1, progress=False)
+    done = {tuple(line.split(",")[:4]) for line in lines[1:5]}
+    assert len(ran) == N_POINTS - 4 and not done & set(ran)
+    assert len(rows) == N_POINTS
+    assert out.read_bytes() == reference.read_bytes()
+
+
+def test_dask_cluster_gives_the_same_rows(reference, tmp_path):
+    distributed = pytest.importorskip("distributed")
+    out = tmp_path / "results.csv"
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        rows = sweep(PROGRAMS, "tiny", [1, 2], [2, 4, 8], ["v100"], out,
+                     dask=cluster.scheduler_address, progress=False)
+    assert len(rows) == N_POINTS
+    assert sorted(data_lines(out)) == sorted(data_lines(reference))
+    assert rows == read_rows(reference)
+
+
+def test_a_torn_header_is_rewritten(tmp_path):
+    out = tmp_path / "results.csv"
+    out.write_text(",".join(columns())[:30])
+    rows = sweep(["programs/mlp.fasm"], "tiny", 1, 4, out=out, workers=1, progress=False)
+    assert len(rows) == 1 and out.read_text().splitlines()[0] == ",".join(columns())
+
+
+def test_a_program_that_does_not_fit_is_an_error_row(tmp_path, capsys):
+    big = tmp_path / "big.fasm"
+    big.write_text("tensor x : f32[4096, 4096] input\ntensor y : f32[4096, 4096] output\n"
+                   "relu y, x\n")
+    out = tmp_path / "results.csv"
+    assert main(["sweep", str(big), "programs/mlp.fasm", "--machine", "tiny", "--depth", "1",
+                 "--fanout", "2", "-o", str(out), "--workers", "1"]) == 0
+    assert "2 runs in" in capsys.readouterr().out
+    by_program = {Path(r["program"]).name: r for r in read_rows(out)}
+    assert "67,108,864" in by_program["big.fasm"]["error"] or \
+        "more than" in by_program["big.fasm"]["error"]
+    assert by_program["big.fasm"]["cycles"] is None and by_program["big.fasm"]["leaves"] == 2
+    assert by_program["mlp.fasm"]["error"] is None and by_program["mlp.fasm"]["cycles"] > 0
+
+
+def test_unwritable_output_exits_2_without_traceback(tmp_path):
+    not_a_dir = tmp_path / "file"
+    not_a_dir.write_text("x")
+    for out in (not_a_dir / "results.csv", tmp_path / "missing" / "results.csv"):
+        res = fractal("sweep", "programs/mlp.fasm", "--machine", "tiny", "--depth", "1",
+                      "-o", out)
+        assert res.returncode == 2, res.stderr
+        assert "Traceback" not in res.stderr
+        assert f"-o {out}: error: cannot open {out} for writing" in res.stderr
+
+
+def test_full_disk_keeps_the_rows_written_before(reference, tmp_path, monkeypatch):
+    out = tmp_path / "results.csv"
+    writes = []
+    real_write = os.write
+
+    def write(fd, data):
+        writes.append(data)
+        if len(writes) > 3:                                     # header and two rows
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        return real_write(fd, data)
+    monkeypatch.setattr(sweep_module.os, "write", write)
+    with pytest.raises(UserError, match="No space left on device.*2 rows written before are "
+                                        "intact"):
+        sweep(PROGRAMS, "tiny", [1, 2], [2, 4, 8], ["v100"], out, workers=1, progress=False)
+    monkeypatch.undo()
+    lines = out.read_text().splitlines(keepends=True)
+    assert len(lines) == 3 and all(line.endswith("\n") for line in lines)
+    assert set(lines[1:]) <= set(reference.read_text().splitlines(keepends=True))
+    sweep(PROGRAMS, "tiny", [1, 2], [2, 4, 8], ["v100"], out, workers=1, progress=False)
+    assert out.read_bytes() == reference.read_bytes()
+
+
+def test_header_mismatch_is_refused(reference, tmp_path, capsys):
+    out = tmp_path / "results.csv"
+    out.write_text("a,b,c\n1,2,3\n")
+    argv = ["sweep", "programs/mlp.fasm", "--machine", "tiny", "--depth", "1", "-o", str(out)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert f"-o {out}: error: {out} exists but was not written by this sweep" in err
+    assert "choose another -o or delete the file" in err
+    assert out.read_text() == "a,b,c\n1,2,3\n"
+    # the same file asked for other GPU columns
+    assert main(["sweep", "programs/mlp.fasm", "--machine", "tiny", "-o", str(reference)]) == 2
+    assert "its header differs" in capsys.readouterr().err
+
+
+def test_damaged_rows_are_refused(reference, tmp_path):
+    out = tmp_path / "results.csv"
+    lines = reference.read_text().splitlines(keepends=True)
+    out.write_text(lines[0] + "x,y\n" + "".join(lines[1:]))
+    with pytest.raises(UserError, match="line 2 has 2 fields"):
+        sweep(PROGRAMS, "tiny", 1, 2, ["v100"], out, workers=1, progress=False)
+    out.write_text("".join(lines[:3]) + lines[2])
+    with pytest.raises(UserError, match="appears twice"):
+        sweep(PROGRAMS, "tiny", 1, 2, ["v100"], out, workers=1, progress=False)
+
+
+def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
+    first = ResultsFile(tmp_path / "results.csv", columns())
+    try:
+        with pytest.raises(UserError, match="another sweep is writing"):
+            ResultsFile(tmp_path / "results.csv", columns())
+    finally:
+        first.close()
+
+
+def test_ranges():
+    assert int_range("1..4") == (1, 2, 3, 4)
+    assert int_range("2,4,8,16,32") == (2, 4, 8, 16, 32)
+    assert int_range("1..3,8,2") == (1, 2, 3, 8)
+    assert int_range("5") == (5,)
+
+
+@pytest.mark.parametrize("flag, value, message", [
+    ("--depth", "4..1", "empty range '4..1': its start is above its end"),
+    ("--depth", "1..x", "expected N, A..B or a comma-separated list of them, got '1..x'"),
+    ("--fanout", "0,2", "values must be at least 1, got 0 in '0,2'"),
+    ("--fanout", "", "expected N, A..B"),
+    ("--workers", "0", "must be at least 1"),
+])
+def test_bad_arguments_exit_2(flag, value, message, capsys, tmp_path):
+    argv = ["sweep", "programs/mlp.fasm", flag, value, "-o", str(tmp_path / "r.csv")]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert flag in err and message in err
+    assert not (tmp_path / "r.csv").exists()
+
+
+def test_bad_programs_machines_and_gpus_fail_before_the_file_is_made(tmp_path, capsys):
+    out = tmp_path / "r.csv"
+    for argv, message in [(["programs/nope.fasm"], "nope.fasm"),
+                          (["programs/mlp.fasm", "--machine", "f2"], "unknown machine 'f2'"),
+                          (["programs/mlp.fasm", "--gpu", "v1000"], "unknown GPU 'v1000'")]:
+        assert main(["sweep", *argv, "-o", str(out)]) == 2
+        assert message in capsys.readouterr().err
+        assert not out.exists()
+
+
+def test_header_lists_key_metrics_and_gpu_columns():
+    header = columns(["v100", "h100"])
+    assert tuple(header[:4]) == KEY and header[-1] == "error"
+    for name in ("leaves", "seconds", "ops_per_second", "energy_joules", "ops_per_joule",
+                 "speedup_vs_v100", "efficiency_vs_h100", "gpu_h100_energy_joules"):
+        assert name in header
+    assert len(header) == len(set(header))
+    assert "wall_seconds" not in header
+
+
+def test_a_broken_invariant_stops_the_sweep_with_status_3(tmp_path, monkeypatch, capsys):
+    from isa.errors import InternalError
+
+    def broken(*args, **kw):
+        raise InternalError("cycles are positive and finite", "whole program", "0 cycles")
+    monkeypatch.setattr(api, "run", broken)
+    out = tmp_path / "r.csv"
+    assert main(["sweep", "programs/mlp.fasm", "--machine", "tiny", "--depth", "1", "-o",
+                 str(out), "--workers", "1"]) == 3
+    assert ("invariant 'cycles are positive and finite' violated at whole program: 0 cycles"
+            in capsys.readouterr().err)
+    assert out.read_text() == ",".join(columns()) + "\n"            # no row for it
+
+
+def test_the_machines_own_size_listed_again_is_one_point(tmp_path):
+    # tiny is depth 1, fan-out 4: "keep its own" and "4" are the same point
+    rows = sweep(["programs/mlp.fasm", "./programs/../programs/mlp.fasm"], "tiny", None,
+                 [None, 4, 2], out=tmp_path / "r.csv", workers=1, progress=False)
+    assert [(r["program"], r["depth"], r["fanout"]) for r in rows] == [
+        ("programs/mlp.fasm", 1, "2"), ("programs/mlp.fasm", 1, "4")]
+
+
+def test_a_last_line_with_the_wrong_field_count_is_dropped(reference, tmp_path):
+    out = tmp_path / "results.csv"
+    lines = reference.read_text().splitlines(keepends=True)
+    assert lines[1].startswith("programs/elementwise.fasm,tiny,1,2,")
+    assert lines[7].startswith("programs/mlp.fasm,tiny,1,2,")
+    out.write_text(lines[0] + lines[1] + "programs/mlp.fasm,tiny,1\n")
+    sweep(PROGRAMS, "tiny", 1, 2, ["v100"], out, workers=1, progress=False)
+    assert out.read_text() == lines[0] + lines[1] + lines[7]
