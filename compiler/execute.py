@@ -10,8 +10,9 @@ A caller may also pass `batch`: per opcode, a function that runs all the leaf ch
 in a single call, `batch[opcode](inputs, attrs, tiles, out)`. Row i of the int64 array `tiles`
 holds the (start, stop) of every dimension of every input region of leaf call i, then those of its
 output region, then 1 where the call brings the first partial of that region; the function computes
-each call from its own regions, in order, storing the first partial and adding the others (g=add)
-into `out`. It is used only where that is exactly what the node does.
+each call from its own regions, storing the first partial and adding the others (g=add) into
+`out`. The rows of one output region are consecutive and in the plan's order; distinct regions
+are disjoint, so they may be computed in parallel. It is used only where that is exactly what the node does.
 """
 from __future__ import annotations
 
@@ -78,7 +79,28 @@ def _tiles(node: NodePlan, calls: list, offsets: list, batch: dict | None) -> np
         return None
     rows = [[b for s in in_slices + out_slices for sl in s for b in (sl.start, sl.stop)] + [first]
             for _, in_slices, out_slices, _, first in calls]
-    return np.array(rows, np.int64)
+    n_out = 2 * len(calls[0][2][0])
+    region = {}
+    for row in rows:                        # grouped by output region, in plan order in each
+        region.setdefault(tuple(row[-1 - n_out:-1]), []).append(row)
+    return np.array([row for group in region.values() for row in group], np.int64)
+
+
+def _entry(plan: Plan, node: NodePlan, cache: dict, batch: dict | None) -> tuple:
+    """A split node's child calls, position offsets, reduction axis, and its batch tile tables
+    (one placing the first partials, one adding every call to what is there), or None."""
+    key = (node.task, node.level)
+    if key not in cache:
+        amap = access_map(node.task)
+        red = [a for a, ax in enumerate(amap.axes) if ax.reduce]
+        calls, offsets = _child_calls(plan, node), _offsets(node.task, amap)
+        tiles = _tiles(node, calls, offsets, batch)
+        if tiles is not None:
+            adding = tiles.copy()
+            adding[:, -1] = 0
+            tiles = (tiles, adding)
+        cache[key] = (calls, offsets, red[0] if red else -1, tiles)
+    return cache[key]
 
 
 def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMANTICS,
@@ -89,22 +111,24 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
     if node.kind != "split":
         return _leaf(task, inputs, leaf_fn)
     cache = {} if cache is None else cache
-    key = (task, node.level)
-    if key not in cache:
-        amap = access_map(task)
-        red = [a for a, ax in enumerate(amap.axes) if ax.reduce]
-        calls, offsets = _child_calls(plan, node), _offsets(task, amap)
-        cache[key] = (calls, offsets, red[0] if red else -1, _tiles(node, calls, offsets, batch))
-    calls, offsets, ax, tiles = cache[key]
+    calls, offsets, ax, tiles = _entry(plan, node, cache, batch)
+    if tiles is not None:                   # the leaves' first partials cover the output
+        out = np.empty(task.outputs[0].shape, NP_DTYPES[task.outputs[0].dtype])
+        batch[task.opcode](inputs, task.attr, tiles[0], out)
+        return [out]
     outs = [np.zeros(t.shape, NP_DTYPES[t.dtype]) for t in task.outputs]
-    if tiles is not None:
-        batch[task.opcode](inputs, task.attr, tiles, outs[0])
-        return outs
     g = node.reduce
     run_bounds = set()
     for child, in_slices, out_slices, starts, first in calls:
-        results = run_node(plan, child, [x[s] for x, s in zip(inputs, in_slices)], leaf_fn, cache,
-                           batch)
+        child_inputs = [x[s] for x, s in zip(inputs, in_slices)]
+        if g in (None, "add") and child.kind == "split" and offsets == [None]:
+            child_tiles = _entry(plan, child, cache, batch)[3]
+            if child_tiles is not None:     # its leaves add into (or place in) this output
+                batch[task.opcode](child_inputs, child.task.attr,
+                                   child_tiles[0 if first or g is None else 1],
+                                   outs[0][out_slices[0]])
+                continue
+        results = run_node(plan, child, child_inputs, leaf_fn, cache, batch)
         results = [r if a is None else r + np.int32(starts[a]) for r, a in zip(results, offsets)]
         where = out_slices[0]
         if first or g is None or g in MERGES:

@@ -217,8 +217,37 @@ def plot(rows: list[Row], comparisons, path: Path) -> None:
     plt.close(fig)
 
 
-def write_report(rows: list[Row], comparisons, out: Path, command: str, host: str) -> None:
-    """docs/reproduction.md: method, tables, figure, and the factors that explain each ratio."""
+#: the machine sizes of the scaling figure: each comparison's machine re-scaled to these
+SCALING_DEPTHS, SCALING_FANOUTS = (1, 2, 3), (2, 4, 8, 16)
+
+
+def scaling(programs: dict[str, str], comparisons, folder: Path) -> list[Path]:
+    """Per comparison, sweep its machine over SCALING_DEPTHS x SCALING_FANOUTS (a CSV beside
+    the figures) and plot the speed-up over its GPU against the number of leaves."""
+    from fractal.plot import plot as plot_sweep
+    from fractal.sweep import sweep
+    folder.mkdir(parents=True, exist_ok=True)
+    sources = folder / "programs"
+    sources.mkdir(exist_ok=True)
+    files = []
+    for name, text in programs.items():
+        (sources / f"{name}.fasm").write_text(text)
+        files.append(str(sources / f"{name}.fasm"))
+    figures = []
+    for c in comparisons:
+        csv = folder / f"{c.machine}_scaling.csv"
+        if csv.exists():
+            csv.unlink()                      # a new run, not a resumed one
+        sweep(files, c.machine, list(SCALING_DEPTHS), list(SCALING_FANOUTS), [c.gpu], csv,
+              progress=False)
+        figures.append(plot_sweep(csv, "speedup", folder / f"{c.machine}_scaling.png", gpu=c.gpu))
+    return figures
+
+
+def write_report(rows: list[Row], comparisons, out: Path, command: str, host: str,
+                 programs: dict[str, str] | None = None) -> None:
+    """docs/reproduction.md: method, tables, figures, and the factors that explain each ratio;
+    with `programs`, also the speed-up against machine size."""
     out = Path(out)
     figure = out.parent / "reproduction" / "cambricon_f.png"
     plot(rows, comparisons, figure)
@@ -254,6 +283,16 @@ def write_report(rows: list[Row], comparisons, out: Path, command: str, host: st
                   f"{s['power_ratio']:.2f}. Against the paper: "
                   f"{_verdict(s['speedup'], c.paper_speedup)} in performance, "
                   f"{_verdict(s['efficiency'], c.paper_efficiency)} in efficiency.", ""]
+    if programs:
+        lines += ["## Speed-up against machine size", "",
+                  "Each comparison's machine re-scaled to "
+                  f"{', '.join(map(str, SCALING_DEPTHS))} stages of fan-out "
+                  f"{', '.join(map(str, SCALING_FANOUTS))} (`fractal sweep`; the rows are in the "
+                  "CSV beside each figure, the programs in `reproduction/programs/`). Where "
+                  "several shapes have the same number of leaves, the figure shows the best.", ""]
+        for c, fig in zip(comparisons, scaling(programs, comparisons, figure.parent)):
+            lines += [f"![{c.machine} against {c.gpu}]"
+                      f"({fig.relative_to(out.parent).as_posix()})", ""]
     lines += ["## Why the numbers differ from the paper", "",
               "- The paper's benchmark list, batch sizes and per-benchmark numbers are not public; "
               "this suite is ours (`docs/workloads.md`). A geometric mean over other programs is "

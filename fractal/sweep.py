@@ -299,6 +299,7 @@ class ResultsFile:
         fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",
                                    dir=directory)
         try:
+            os.chmod(tmp, os.stat(self.path).st_mode & 0o777)   # keep the file's permissions
             with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
                 writer = csv.writer(f, lineterminator="\n")
                 writer.writerow(self.header)

@@ -20,12 +20,15 @@ Pooling and LRN follow ONNX (padded cells never win a max and are not counted by
 """
 from __future__ import annotations
 
+import ctypes
 import math
 from typing import Callable
 
 import numpy as np
-from numba import njit
+from llvmlite.binding import add_symbol
+from numba import njit, prange, types
 
+from isa.errors import InternalError
 from isa.opcodes import OPCODES, conv_out, pads
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, gather_index_error
@@ -44,18 +47,55 @@ def _matmul_k(a, b):
     return np.dot(a, b)
 
 
-@jit
-def _matmul_tiles_k(a, b, tiles, c):
-    # every leaf of one node: C[m, n] (= or +=) copy(A[m, k]) @ copy(B[k, n]), one row per leaf
-    # call: (m0, m1, k0, k1) of A, (k0, k1, n0, n1) of B, (m0, m1, n0, n1) of C, first partial
-    for t in range(tiles.shape[0]):
-        m0, m1, k0, k1 = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-        n0, n1 = tiles[t, 6], tiles[t, 7]
-        r = np.dot(np.ascontiguousarray(a[m0:m1, k0:k1]), np.ascontiguousarray(b[k0:k1, n0:n1]))
-        if tiles[t, 12]:
-            c[m0:m1, n0:n1] = r
-        else:
-            c[m0:m1, n0:n1] += r
+def _blas_sgemm() -> types.ExternalFunction:
+    """scipy's Fortran BLAS sgemm (the BLAS numba's own np.dot calls), registered under a symbol
+    name so that kernels calling it can be cached on disk. Every argument is a pointer, passed as
+    an integer address."""
+    from scipy.linalg.cython_blas import __pyx_capi__
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    capsule = __pyx_capi__["sgemm"]
+    add_symbol("fractal_blas_sgemm", get_pointer(capsule, get_name(capsule)))
+    return types.ExternalFunction("fractal_blas_sgemm", types.void(*[types.intp] * 13))
+
+
+_sgemm = _blas_sgemm()
+
+
+@njit(cache=True, error_model="numpy", parallel=True)
+def _matmul_tiles_k(a, lda, b, ldb, c, ldc, tiles):
+    # every leaf of one node: C[m, n] = A[m, k] @ B[k, n] for the first partial of a region,
+    # C[m, n] += A[m, k] @ B[k, n] for the later ones, straight from the operands' regions. a, b
+    # and c are the addresses of float32 rows with lda, ldb, ldc elements between rows. One row
+    # of `tiles` per leaf call: (m0, m1, k0, k1) of A, (k0, k1, n0, n1) of B, (m0, m1, n0, n1)
+    # of C, first partial; rows of one output region are consecutive, and the regions run in
+    # parallel. Row-major C = A B is column-major C^T = B^T A^T, which sgemm computes with the
+    # row strides as leading dimensions.
+    n = tiles.shape[0]
+    starts = [0]
+    for t in range(1, n):
+        if (tiles[t, 8] != tiles[t - 1, 8] or tiles[t, 9] != tiles[t - 1, 9]
+                or tiles[t, 10] != tiles[t - 1, 10] or tiles[t, 11] != tiles[t - 1, 11]):
+            starts.append(t)
+    starts.append(n)
+    for g in prange(len(starts) - 1):
+        trans = np.array([ord("N")], np.uint8)
+        ints = np.empty(6, np.int32)             # n, m, k, ldb, lda, ldc
+        ints[3], ints[4], ints[5] = ldb, lda, ldc
+        scalars = np.empty(2, np.float32)        # alpha, beta
+        scalars[0] = 1.0
+        tr, ip, sp = trans.ctypes.data, ints.ctypes.data, scalars.ctypes.data
+        for t in range(starts[g], starts[g + 1]):
+            m0, m1, k0, k1 = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
+            n0, n1 = tiles[t, 6], tiles[t, 7]
+            ints[0], ints[1], ints[2] = n1 - n0, m1 - m0, k1 - k0
+            scalars[1] = 0.0 if tiles[t, 12] else 1.0
+            if ints[0] == 0 or ints[1] == 0:
+                continue
+            _sgemm(tr, tr, ip, ip + 4, ip + 8, sp, b + 4 * (k0 * ldb + n0), ip + 12,
+                   a + 4 * (m0 * lda + k0), ip + 16, sp + 4, c + 4 * (m0 * ldc + n0), ip + 20)
 
 
 @jit
@@ -363,8 +403,19 @@ def _matmul(ins, a, t):
     return _matmul_k(_c(ins[0], np.float32), _c(ins[1], np.float32))
 
 
+def _rows(x) -> np.ndarray:
+    """x as float32 rows with unit element stride, as sgemm reads them (a view where it is one)."""
+    ok = (x.dtype == np.float32 and x.strides[1] == 4 and x.strides[0] % 4 == 0
+          and x.strides[0] >= 4 * max(1, x.shape[1]))
+    return x if ok else np.ascontiguousarray(x, np.float32)
+
+
 def _matmul_tiles(ins, a, tiles, out):
-    _matmul_tiles_k(_c(ins[0], np.float32), _c(ins[1], np.float32), tiles, out)
+    x, w = _rows(ins[0]), _rows(ins[1])
+    if not (out.dtype == np.float32 and out.strides[1] == 4 and out.flags.writeable):
+        raise InternalError("batched leaves write float32 rows", "matmul", f"{out.strides}")
+    _matmul_tiles_k(x.ctypes.data, x.strides[0] // 4, w.ctypes.data, w.strides[0] // 4,
+                    out.ctypes.data, out.strides[0] // 4, tiles)
 
 
 def _conv2d(ins, a, t):

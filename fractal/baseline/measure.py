@@ -151,11 +151,11 @@ def measure(program: str | Path | Program, device: str = "cpu", *, repeat: int =
     """Run a program with PyTorch on `device`; time every instruction (median of `repeat` runs
     after `warmup` runs). `outputs` holds the program's outputs as numpy arrays."""
     from fractal.api import load_program
-    torch = need_torch()
     if repeat < 1 or warmup < 1:
         raise UserError(f"repeat and warmup must be at least 1, got {repeat} and {warmup}",
                         "--repeat")
-    program = load_program(program)
+    program = load_program(program)             # the user's input is checked before the extra
+    torch = need_torch()
     dev = _device(torch, device)
     from fractal.baseline.torch_ops import TORCH_DTYPES
     table, types = opcode_table(program), program.types

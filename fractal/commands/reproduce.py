@@ -21,6 +21,8 @@ def register(sub) -> None:
     p.add_argument("-o", "--output", metavar="FILE.md",
                    help="write the report (tables, figure beside it in reproduction/) to FILE.md")
     p.add_argument("--json", action="store_true", help="print every row and summary as JSON")
+    p.add_argument("--no-scaling", action="store_true",
+                   help="leave out the sweep of speed-up against machine size from the report")
     p.set_defaults(handler=run)
 
 
@@ -60,10 +62,12 @@ def run(args, out) -> int:
     if args.output:
         command = "fractal reproduce" + (f" --batch {args.batch}" if args.batch else "") + \
             (f" --programs {' '.join(args.programs)}" if args.programs else "") + \
+            (" --no-scaling" if args.no_scaling else "") + \
             f" -o {args.output}"
         host = f"{platform.machine()}, Python {platform.python_version()}, {date.today()}"
         try:
-            rp.write_report(rows, comparisons, args.output, command, host)
+            rp.write_report(rows, comparisons, args.output, command, host,
+                            None if args.no_scaling else programs)
         except OSError as e:
             raise UserError(f"cannot write the report: {e.strerror}", args.output)
         if not args.json:

@@ -53,8 +53,13 @@ def test_command_writes_the_report_and_figure(tmp_path):
     body = md.read_text()
     assert "## Cambricon-F1 vs GTX 1080 Ti" in body and "## Cambricon-F100 vs DGX-1" in body
     assert "| logreg |" in body and "| gaussian_nb |" in body
-    png = tmp_path / "docs" / "reproduction" / "cambricon_f.png"
-    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    folder = tmp_path / "docs" / "reproduction"
+    for png in ("cambricon_f.png", "f1_scaling.png", "f100_scaling.png"):
+        assert (folder / png).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert f"(reproduction/{png})" in body
+    # the scaling sweep: every machine shape of each comparison, for each program
+    rows = (folder / "f1_scaling.csv").read_text().splitlines()
+    assert len(rows) == 1 + 2 * len(rp.SCALING_DEPTHS) * len(rp.SCALING_FANOUTS)
 
 
 def test_json_and_other_baseline():
