@@ -270,26 +270,31 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
                    compute=compute, description=data.get("description", ""))
 
 
-def load_machine(path: str | Path) -> Machine:
-    """Load and validate a machine file (TOML)."""
+def read_toml(path: str | Path, what: str, where: str) -> dict:
+    """The table of a TOML file; a missing or unreadable file is located at `where` (the
+    argument that named it), a syntax error at file:line:col."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
-        raise UserError(f"machine file not found: {path}", "--machine") from None
+        raise UserError(f"{what} not found: {path}", where) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read machine file {path}: {e}", "--machine") from None
+        raise UserError(f"cannot read {what} {path}: {e}", where) from None
     try:
-        data = tomllib.loads(text)
+        return tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         if m:
-            where = f"{path}:{m.group(1)}:{m.group(2)}"
+            at = f"{path}:{m.group(1)}:{m.group(2)}"
         else:                   # "(at end of document)": the position after the last character
             lines = text.split("\n")
-            where = f"{path}:{len(lines)}:{len(lines[-1]) + 1}"
-        raise UserError(f"invalid TOML: {str(e).split(' (at')[0]}", where) from None
-    return machine_from_dict(data, str(path))
+            at = f"{path}:{len(lines)}:{len(lines[-1]) + 1}"
+        raise UserError(f"invalid TOML: {str(e).split(' (at')[0]}", at) from None
+
+
+def load_machine(path: str | Path) -> Machine:
+    """Load and validate a machine file (TOML)."""
+    return machine_from_dict(read_toml(path, "machine file", "--machine"), str(path))
 
 
 def preset(name: str) -> Machine:

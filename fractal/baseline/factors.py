@@ -12,12 +12,11 @@ or a TOML file (`--factors FILE`) overrides any of them:
 from __future__ import annotations
 
 import math
-import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from isa.errors import ErrorGroup, UserError, did_you_mean
+from fractal.machine import read_toml
 
 __all__ = ["OP_CLASSES", "Factors", "DEFAULT_FACTORS", "factors_from_dict", "load_factors",
            "opcode_class"]
@@ -118,17 +117,5 @@ def factors_from_dict(data: dict | Factors | None, file: str = "factors") -> Fac
 
 def load_factors(path: str | Path, where: str = "--factors") -> Factors:
     """Factors from a TOML file (missing entries keep their defaults)."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"factors file not found: {path}", where) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read factors file {path}: {e}", where) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
-        at = f"{path}:{m.group(1)}:{m.group(2)}" if m else str(path)
-        raise UserError(f"invalid TOML: {str(e).split(' (at')[0]}", at) from None
+    data = read_toml(path, "factors file", where)
     return factors_from_dict(data, str(path))

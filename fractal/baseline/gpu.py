@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import math
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 
 from isa.errors import ErrorGroup, UserError, did_you_mean
+from fractal.machine import read_toml
 
 __all__ = ["Gpu", "GPUS", "GPU_DIR", "load_gpu", "gpu_from_dict"]
 
@@ -180,18 +180,7 @@ def gpu_from_dict(data: dict, file: str = "<gpu>") -> Gpu:
 
 
 def _load_file(path: Path, where: str) -> Gpu:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise UserError(f"GPU file not found: {path}", where) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read GPU file {path}: {e}", where) from None
-    try:
-        data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError as e:
-        m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
-        at = f"{path}:{m.group(1)}:{m.group(2)}" if m else str(path)
-        raise UserError(f"invalid TOML: {str(e).split(' (at')[0]}", at) from None
+    data = read_toml(path, "GPU file", where)
     return gpu_from_dict(data, str(path))
 
 
