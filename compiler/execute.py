@@ -124,7 +124,7 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
         if g in (None, "add") and child.kind == "split" and offsets == [None]:
             child_tiles = _entry(plan, child, cache, batch)[3]
             if child_tiles is not None:     # its leaves add into (or place in) this output
-                batch[task.opcode](child_inputs, child.task.attr,
+                batch[child.task.opcode](child_inputs, child.task.attr,
                                    child_tiles[0 if first or g is None else 1],
                                    outs[0][out_slices[0]])
                 continue

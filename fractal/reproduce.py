@@ -15,7 +15,7 @@ tuned away.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 __all__ = ["Comparison", "COMPARISONS", "Row", "compare", "geomean", "summary",
@@ -29,6 +29,12 @@ class Comparison:
     title: str
     paper_speedup: float
     paper_efficiency: float
+
+    def against(self, gpu: str) -> "Comparison":
+        """The same comparison with another GPU baseline (the paper's ratios kept beside it)."""
+        if gpu == self.gpu:
+            return self
+        return replace(self, gpu=gpu, title=f"{self.title.split(' vs ')[0]} vs {gpu}")
 
 
 #: the ISCA 2019 abstract's headline ratios (docs/machines.md); which DGX-1 is not stated, a
@@ -87,11 +93,11 @@ class Row:
         return d
 
 
-def _dominant(rows, key) -> str:
-    """The bound that takes the most time over a report's rows."""
+def _dominant(bounds) -> str:
+    """The bound that takes the most time, from (bound, time) pairs."""
     time: dict[str, float] = {}
-    for r in rows:
-        time[key(r)[0]] = time.get(key(r)[0], 0.0) + key(r)[1]
+    for bound, t in bounds:
+        time[bound] = time.get(bound, 0.0) + t
     return max(time, key=time.get) if time else "-"
 
 
@@ -116,7 +122,7 @@ def compare(programs: dict[str, str], comparisons=COMPARISONS, progress=None) ->
                 program=name, machine=machine.name, gpu=g.gpu, ops=f.ops,
                 fractal_seconds=f.seconds, fractal_joules=f.energy_joules,
                 fractal_peak_ops_per_second=f.peak_ops_per_second,
-                fractal_bound=_dominant(f.instructions, lambda i: (i.bound, i.cycles)),
+                fractal_bound=_dominant((i.bound, i.cycles) for i in f.instructions),
                 gpu_seconds=g.seconds, gpu_joules=g.energy_joules,
                 gpu_peak_ops_per_second=g.peak_ops_per_second,
                 gpu_bound=max(g.time_breakdown, key=g.time_breakdown.get),

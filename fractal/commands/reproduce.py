@@ -28,17 +28,15 @@ def register(sub) -> None:
 
 def run(args, out) -> int:
     import platform
-    from dataclasses import replace
     from datetime import date
     from isa.errors import UserError, did_you_mean
     from fractal import reproduce as rp
     from fractal.baseline import load_gpu
     from fractal.workloads import WORKLOADS
 
-    comparisons = (replace(rp.COMPARISONS[0], gpu=load_gpu(args.gpu_f1, "--gpu-f1").name),
-                   replace(rp.COMPARISONS[1], gpu=load_gpu(args.gpu_f100, "--gpu-f100").name))
-    comparisons = tuple(replace(c, title=c.title.split(" vs ")[0] + f" vs {c.gpu}")
-                        if c.gpu != d.gpu else c for c, d in zip(comparisons, rp.COMPARISONS))
+    f1, f100 = rp.COMPARISONS
+    comparisons = (f1.against(load_gpu(args.gpu_f1, "--gpu-f1").name),
+                   f100.against(load_gpu(args.gpu_f100, "--gpu-f100").name))
     names = list(WORKLOADS)
     for n in args.programs or []:
         if n not in WORKLOADS:
