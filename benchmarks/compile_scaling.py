@@ -23,7 +23,7 @@ from pathlib import Path
 
 from compiler import compile_program, verify_plan
 from host import emit, header
-from fractal.machine import preset
+from machine import preset
 from isa.checker import load_program, parse_program
 
 ROOT = Path(__file__).resolve().parent.parent

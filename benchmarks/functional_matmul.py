@@ -12,7 +12,7 @@ import numpy as np
 
 from compiler import compile_program
 from compiler.plan import level_counts
-from fractal.machine import preset
+from machine import preset
 from host import best, emit, header
 from isa.checker import parse_program
 from isa.reference import generate_feeds

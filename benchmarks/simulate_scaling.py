@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from compiler import compile_program
-from fractal.machine import preset
+from machine import preset
 from host import best, emit, header
 from isa.checker import load_program, parse_program
 from simulator.run import simulate

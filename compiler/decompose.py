@@ -3,41 +3,33 @@
 A node at level l receives a task whose operands sit in its local memory. It chooses, per axis of
 the task's iteration space, a number of serial pieces n and parallel ways p (the product of the
 ways is at most the fan-out), such that one child's share of a piece fits the child's memory with
-room for BUFFERING pieces in flight (double buffering: the next piece loads while this one runs).
+room for the pieces in flight its level buffers (`buffering`, 2 by default: the next piece loads
+while this one runs).
 
-The choice minimises a stated cost, the node's estimated cycles for the whole task under the
-per-level pipeline model (docs/compiler.md):
-
-    cycles = decode + N * per_piece + (one piece's whole journey - per_piece: fill and drain)
-    per_piece = max(port, execute, reduce, (load + execute + reduce + store) / BUFFERING)
-
-where load/store are bytes over the parent's memory port and the child's link plus the link
-latency (operands every child shares count once when the level broadcasts), port is the loads'
-and stores' bytes together over the port (one memory port serves both), execute is the child's
-ops over its subtree's peak rate, and reduce is g work over the LFU's rate. Ties go to fewer bytes
-moved plus reduction ops, then to less load imbalance. Every maximal parallel split (no axis could
-take one more way within the fan-out) is searched; serial cuts are found by halving the axis whose cut costs least, until
-the piece fits, and, for the cheapest few, a few cuts more while they lower the cost (deeper
-pipelining).
+The choice minimises a stated cost: the node's cycles for the whole task under the pipeline of
+its piece schedule (`compiler.schedule.Schedule.estimate`, the same pieces, bytes and stage times
+the simulator runs), with a child's time estimated from the box it receives. Ties go to fewer
+bytes moved plus reduction ops, then to less load imbalance. Every maximal parallel split (no axis
+could take one more way within the fan-out) is searched; serial cuts are found by halving the axis
+whose cut costs least, until the piece fits, and, for the cheapest few, a few cuts more while they
+lower the cost (deeper pipelining).
 """
 from __future__ import annotations
 
-import itertools
 import math
-from collections import defaultdict
 
-from compiler.plan import AxisSplit, NodePlan, Plan
-from compiler.rules import (MERGES, AccessMap, Task, access_map, ceil_div, combine_ops, merge_ops, split_ranges, sub_task,
-                            task_of, transfer_bytes)
-from fractal.machine import Machine
+from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
+from compiler.rules import AccessMap, Task, access_map, ceil_div, sub_task, task_of
+from compiler.schedule import Schedule, _Axis
+from machine import Machine
 from isa.errors import UserError
-from isa.extensions import opcode_table
-from isa.limits import check_machine_shape, check_plan_pieces
+from isa.checker import opcode_table
+from isa.limits import check_plan_pieces
+from machine import check_machine_shape
 from isa.program import Program
 
-__all__ = ["BUFFERING", "CompileError", "compile_program", "Decomposer"]
+__all__ = ["CompileError", "compile_program", "Decomposer"]
 
-BUFFERING = 2          # pieces in flight per child memory: one executing, one loading
 EXTRA_CUTS = 4         # serial cuts tried beyond the fewest that fit, kept while they lower the cost
 EXTRA_CUT_CANDIDATES = 4   # ... on this many of the cheapest parallel splits
 
@@ -79,10 +71,10 @@ class Decomposer:
 
     def _decompose(self, task: Task, level: int) -> NodePlan:
         if level == self.machine.depth:
-            return NodePlan(task, level, "leaf")
+            return NodePlan(task=task, level=level, kind=PlanKind.LEAF)
         amap = access_map(task)
         if amap is None:
-            return NodePlan(task, level, "local", local_bytes=moved_bytes(task),
+            return NodePlan(task=task, level=level, kind=PlanKind.LOCAL, local_bytes=moved_bytes(task),
                             why="data movement: run by this node's DMA in its local memory")
         return self._split(task, level, amap)
 
@@ -90,7 +82,7 @@ class Decomposer:
     def _split(self, task: Task, level: int, amap: AccessMap) -> NodePlan:
         m = self.machine
         node, child = m.levels[level], m.levels[level + 1]
-        budget = child.memory_bytes // BUFFERING
+        budget = child.memory_bytes // child.buffering
         sizes = [a.size for a in amap.axes]
         least = [a.least for a in amap.axes]
         free = [i for i, a in enumerate(amap.axes) if a.splittable and a.size >= 2 * a.least]
@@ -130,7 +122,7 @@ class Decomposer:
         if best is None:
             self._too_big(task, level, need, budget)
         cost, pieces, ways = best
-        return self._build(task, level, amap, pieces, ways, cost, candidates, budget)
+        return self._build(task, level, model.schedule(pieces, ways), cost, candidates, budget)
 
     def _too_big(self, task: Task, level: int, need: int, budget: int):
         m = self.machine
@@ -141,109 +133,54 @@ class Decomposer:
         raise CompileError(
             f"{task.opcode} cannot be fitted on level {level + 1} ({child.name}) of machine "
             f"'{m.name}': its smallest piece needs {_bytes(need)}, a {child.name} has "
-            f"{_bytes(child.memory_bytes)} ({_bytes(budget)} per piece with {BUFFERING} pieces in "
-            f"flight)", where, line,
+            f"{_bytes(child.memory_bytes)} ({_bytes(budget)} per piece with {child.buffering} pieces "
+            f"in flight)", where, line,
             hint="give that level more memory, or use smaller tensors")
 
     # ------------------------------------------------------------ the chosen split
-    def _build(self, task, level, amap, pieces, ways, cost, candidates, budget) -> NodePlan:
-        node = self.machine.levels[level]
-        sizes = [a.size for a in amap.axes]
+    def _build(self, task, level, schedule: Schedule, cost, candidates, budget) -> NodePlan:
+        node, child = self.machine.levels[level], self.machine.levels[level + 1]
         where = self.origin.loc if self.origin is not None else None
-        check_plan_pieces(math.prod(pieces), where or f"machine '{self.machine.name}'",
+        check_plan_pieces(schedule.count, where or f"machine '{self.machine.name}'",
                           self.program.source_line(where) if self.program is not None else None)
-        ranges, piece_counts = [], []
-        for size, n, p in zip(sizes, pieces, ways):
-            rs = []
-            pcs = split_ranges(size, n)
-            for ps, pe in pcs:
-                rs.extend((ps + s, e) for s, e in split_ranges(pe, p))
-            ranges.append(rs)
-            piece_counts.append(len(pcs))
-        children = self._distinct_children(task, amap, ranges)
-        n_out = task.spec.outputs
-        per_child = [len(rs) for rs in ranges]
-        shared = piece_counts if node.broadcast else per_child
-        bytes_down = sum(transfer_bytes(amap, i, ranges, shared) for i in range(n_out, len(task.types)))
-        up_copies = per_child               # one write-back per child part, unless kept (below)
-        red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce and len(ranges[a]) > 1]
-        reduce = amap.axes[red_axes[0]].reduce if red_axes else None
-        reduction_ops = child_reduction_ops = 0
-        if red_axes:
-            runs = math.prod(len(ranges[a]) for a in red_axes)
-            if reduce in MERGES:
-                out = task.outputs[0]
-                reduction_ops = merge_ops(out.size // out.shape[-1], out.shape[-1], runs)
-            elif len(red_axes) > 1:         # partials of several cut axes all come back
-                reduction_ops = combine_ops(task, reduce, task.outputs, runs - 1)
-            else:
-                # the children keep their partials across serial pieces: each writes back once,
-                # and this node's LFU combines only the parallel ways
-                (a,) = red_axes
-                slots = max(len(split_ranges(pe, ways[a])) for _, pe in split_ranges(sizes[a], pieces[a]))
-                up_copies = [slots if i == a else n for i, n in enumerate(per_child)]
-                reduction_ops = combine_ops(task, reduce, task.outputs, slots - 1)
-                child_reduction_ops = combine_ops(task, reduce, task.outputs, runs - slots)
-        bytes_up = sum(transfer_bytes(amap, i, ranges, up_copies) for i in range(n_out))
-        splits = tuple(AxisSplit(ax.name, ax.size, piece_counts[a], ways[a], ax.reduce)
-                       for a, ax in enumerate(amap.axes))
-        busy = math.prod(min(w, ceil_div(ax.size, p)) for ax, w, p in zip(amap.axes, ways, pieces))
+        totals = schedule.totals()
+        splits = tuple(AxisSplit(name=ax.name, size=ax.size, pieces=sum(n for _, n in sa.runs),
+                                 ways=schedule.ways[a], reduce=ax.reduce)
+                       for a, (ax, sa) in enumerate(zip(schedule.amap.axes, schedule.axes)))
         cut = ", ".join(s.text() for s in splits if s.pieces * s.ways > 1) or "whole task to one child"
         why = (f"searched {candidates} parallel splits of fan-out {node.fanout}; a child's piece must "
-               f"fit {budget:,} bytes ({BUFFERING} pieces in flight); chose {cut}: estimated "
+               f"fit {budget:,} bytes ({child.buffering} pieces in flight); chose {cut}: estimated "
                f"{cost[0]:,.0f} cycles, {cost[1]:,.0f} bytes + reduction ops")
-        return NodePlan(task, level, "split", splits, children, math.prod(piece_counts), busy,
-                        bytes_down, bytes_up, 0, reduction_ops, reduce, child_reduction_ops, cost[0],
-                        why)
-
-    def _distinct_children(self, task, amap, ranges):
-        """Group the child ranges of each axis into kinds, then take the product across axes."""
-        per_axis = []
-        for a, rs in enumerate(ranges):
-            dims = [d for dims in amap.operands for d in dims if d.axis == a]
-            kinds: dict = {}
-            for s, e in rs:
-                sig = (e,) + tuple((lambda r: (r[1] - r[0], r[2], r[3]))(d.region(s, e))
-                                   for d in dims if d.kind == "window")
-                if sig in kinds:
-                    kinds[sig][1] += 1
-                else:
-                    kinds[sig] = [s, 1, e]
-            per_axis.append(list(kinds.values()))
-        children: dict = defaultdict(int)
-        for combo in itertools.product(*per_axis):
-            starts = [c[0] for c in combo]
-            extents = [c[2] for c in combo]
-            t, _ = sub_task(task, amap, starts, extents)
-            children[t] += math.prod(c[1] for c in combo)
-        return tuple(sorted(children.items(), key=lambda kv: -kv[1]))
+        return NodePlan(task=task, level=level, kind=PlanKind.SPLIT, splits=splits,
+                        children=totals["children"], pieces=schedule.count, busy=schedule.busy(),
+                        bytes_down=totals["bytes_down"], bytes_up=totals["bytes_up"],
+                        reduction_ops=totals["reduction_ops"], reduce=schedule.reduce,
+                        child_reduction_ops=totals["child_reduction_ops"], est_cycles=cost[0],
+                        why=why)
 
 
 class _CostModel:
-    """The per-level pipeline estimate used to rank candidate splits (module docstring)."""
+    """Ranks candidate splits by the schedule's pipeline estimate (`Schedule.estimate`), with a
+    child's time estimated from the task it receives: its fixed costs, then the larger of that
+    task's leaf compute shared by the leaves below the child and one pass of its operands
+    through the child's own memory port."""
 
     def __init__(self, task: Task, amap: AccessMap, machine: Machine, level: int, least):
-        self.amap = amap
-        self.least = least
+        self.task, self.amap, self.least = task, amap, least
         self.sizes = [a.size for a in amap.axes]
         self.node, self.child = machine.levels[level], machine.levels[level + 1]
-        leaves_below = math.prod(machine.fanouts[level + 1:])
+        self.leaves_below = math.prod(machine.fanouts[level + 1:])
+        self.compute = machine.compute
         # what a child spends on any task whatever its size: its decode, and a load's and a
         # store's latency to its own children
         below = machine.levels[level + 2].link_latency if level + 2 <= machine.depth else 0
         self.child_fixed = self.child.decode_cycles + 2 * below
-        self.task = task
-        # cycles the whole task would take on one leaf, then shared by the leaves below a child
-        self.leaf_cycles = sum(ops / machine.compute.ops_per_cycle(c) for c, ops in task.work
-                               if c != "move") / leaves_below
-        self.points = math.prod(self.sizes)
-        self.n_out = task.spec.outputs
-        self.deps = [amap.depends(i) for i in range(len(task.types))]
-        self.reduce_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce]
-        self.out_elems = task.outputs[0].size
-        self.merge = any(amap.axes[a].reduce in MERGES for a in self.reduce_axes)
-        self.row = task.outputs[0].shape[-1] if task.outputs[0].rank else 1
+        self._children: dict = {}
         self._footprints: dict = {}
+        self._axes: dict = {}
+        self._costs: dict = {}
+        self._schedules: dict = {}
+        self._memo: dict = {}
 
     def footprint(self, ext) -> int:
         key = tuple(ext)
@@ -265,56 +202,38 @@ class _CostModel:
                                       self.sizes[a] // n // ways[a] >= self.least[a]):
                     yield pieces[:a] + [n] + pieces[a + 1:]
 
-    def cost(self, pieces, ways):
-        ext = self.child_extents(pieces, ways)
-        piece = [ceil_div(s, n) for s, n in zip(self.sizes, pieces)]
-        busy_ways = [min(w, pe) for w, pe in zip(ways, piece)]
-        busy = math.prod(busy_ways)
-        n_pieces = math.prod(pieces)
-        down = up = link_in = link_out = 0
-        cut = [a for a in self.reduce_axes if pieces[a] * busy_ways[a] > 1]
-        # partials stay in the children across the serial pieces of one output region when one
-        # reduction axis is cut (not a merge): `kept` pieces share one write-back
-        kept = pieces[cut[0]] if len(cut) == 1 and not self.merge else 1
-        for i, dep in enumerate(self.deps):
-            b = self.amap.operand_bytes(i, ext)
-            if i < self.n_out:
-                up += b * busy
-                link_out += b
-            else:
-                fan = math.prod(busy_ways[a] for a in dep) if self.node.broadcast else busy
-                down += b * fan
-                link_in += b
-        bw, lat = self.node.memory_bandwidth, self.child.link_latency
-        load = max(down / bw, link_in / self.child.link_bandwidth) + lat
-        up /= kept                  # kept partials are written back once per output region
-        link_out /= kept
-        store = max(up / bw, link_out / self.child.link_bandwidth) + lat
-        # a child needs at least its compute, and at least to pass its operands once through its
-        # own memory port (to its children, or to its compute units at a leaf)
-        execute = self.child_fixed + max(self.leaf_cycles * math.prod(ext) / self.points,
-                                         self.footprint(ext) / self.child.memory_bandwidth)
-        if kept > 1:                # a child adds each later partial into the one it keeps
-            out_elems = self.amap.operand_bytes(0, ext) / self.amap.dtype_bytes[0]
-            execute += out_elems / self.child.lfu_ops_per_cycle * (1 - 1 / kept)
-        runs = math.prod(pieces[a] * busy_ways[a] for a in self.reduce_axes) if self.reduce_axes else 1
-        if self.merge:
-            red = merge_ops(self.out_elems // self.row, self.row, runs)
-        elif self.reduce_axes:      # this node's LFU combines the children's results
-            g = self.amap.axes[self.reduce_axes[0]].reduce
-            red = combine_ops(self.task, g, self.task.outputs,
-                              (busy_ways[cut[0]] if kept > 1 else runs) - 1)
-        else:
-            red = 0
-        reduce = red / n_pieces / self.node.lfu_ops_per_cycle
-        # steady state per piece: the memory port carries loads and stores alike, and with
-        # BUFFERING pieces in flight a piece's whole journey is shared by that many pieces
-        journey = load + execute + reduce + store
-        per_piece = max((down + up) / bw, execute, reduce, journey / BUFFERING)
-        cycles = self.node.decode_cycles + n_pieces * per_piece + journey - per_piece
-        moved = n_pieces * (down + up) + red
-        imbalance = math.prod(ext) * n_pieces * busy / self.points
-        return (cycles, moved, imbalance)
+    def child_cycles(self, starts, ext) -> float:
+        key = tuple(ext)        # children of one extent differ at most in border padding
+        c = self._children.get(key)
+        if c is None:
+            task, _ = sub_task(self.task, self.amap, starts, ext)
+            compute = sum(ops / self.compute.ops_per_cycle(k) for k, ops in task.work
+                          if k != "move") / self.leaves_below
+            c = self._children[key] = self.child_fixed + max(
+                compute, self.footprint(ext) / self.child.memory_bandwidth)
+        return c
+
+    def schedule(self, pieces, ways) -> Schedule:
+        key = (tuple(pieces), tuple(ways))
+        s = self._schedules.get(key)
+        if s is None:
+            axes = []
+            for a, (n, p) in enumerate(zip(pieces, ways)):
+                ax = self._axes.get((a, n, p))
+                if ax is None:
+                    ax = self._axes[(a, n, p)] = _Axis(self.amap, a, n, p)
+                axes.append(ax)
+            s = self._schedules[key] = Schedule(self.task, self.amap, pieces, ways,
+                                                self.node.broadcast, axes, self._memo)
+        return s
+
+    def cost(self, pieces, ways) -> tuple:
+        key = (tuple(pieces), tuple(ways))
+        c = self._costs.get(key)
+        if c is None:
+            c = self._costs[key] = self.schedule(pieces, ways).estimate(
+                self.node, self.child, self.child_cycles, self.child.buffering)
+        return c
 
 
 def _parallel_candidates(sizes, free, fanout):

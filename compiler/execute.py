@@ -16,12 +16,11 @@ are disjoint, so they may be computed in parallel. It is used only where that is
 """
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
-from compiler.plan import NodePlan, Plan
-from compiler.rules import MERGES, access_map, piece_order, split_ranges, sub_task
+from compiler.plan import NodePlan, Plan, PlanKind
+from compiler.rules import MERGES, Reduction, access_map, sub_task
+from compiler.schedule import Schedule
 from isa.errors import UserError
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, SEMANTICS, semantics_of
@@ -36,27 +35,17 @@ def _leaf(task, inputs, leaf_fn) -> list[np.ndarray]:
 
 
 def _child_calls(plan: Plan, node: NodePlan) -> list:
-    """Every child call of a split node, in order: (child plan, input slices, output slices,
-    starts per axis, whether it brings the first partial of its output region)."""
-    task = node.task
-    amap = access_map(task)
-    red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce]
-    n_out = task.spec.outputs
+    """Every child call of a split node, in the order of its piece schedule: (child plan, input
+    slices, output slices, starts per axis, whether it brings the first partial of its output
+    region)."""
+    schedule = Schedule.of(node, plan.machine.levels[node.level].broadcast)
+    n_out = node.task.spec.outputs
     calls = []
-    order = piece_order(node)
-    for outer in itertools.product(*[split_ranges(node.splits[a].size, node.splits[a].pieces)
-                                     for a in order]):
-        piece = [None] * len(order)
-        for a, r in zip(order, outer):
-            piece[a] = r
-        parts = [[(ps + s, e) for s, e in split_ranges(pe, sp.ways)]
-                 for (ps, pe), sp in zip(piece, node.splits)]
-        for part in itertools.product(*parts):
-            starts = tuple(s for s, _ in part)
-            child_task, regions = sub_task(task, amap, starts, [e for _, e in part])
-            slices = [tuple(slice(lo, hi) for lo, hi in reg) for reg in regions]
-            calls.append((plan.node(child_task, node.level + 1), slices[n_out:], slices[:n_out],
-                          starts, all(starts[a] == 0 for a in red_axes)))
+    for starts, extents, first in schedule.calls():
+        child_task, regions = sub_task(node.task, schedule.amap, starts, extents)
+        slices = [tuple(slice(lo, hi) for lo, hi in reg) for reg in regions]
+        calls.append((plan.node(child_task, node.level + 1), slices[n_out:], slices[:n_out],
+                      starts, first))
     return calls
 
 
@@ -66,16 +55,16 @@ def _offsets(task, amap) -> list:
         names = [ax.name for ax in amap.axes]
         return [names.index(o.index) if o.index in names else None for o in task.ext[0].outputs]
     red = [a for a, ax in enumerate(amap.axes) if ax.reduce]
-    return [red[0] if red and amap.axes[red[0]].reduce in ("argmax", "argmin", "argmerge")
+    return [red[0] if red and amap.axes[red[0]].reduce in (Reduction.ARGMAX, Reduction.ARGMIN, Reduction.ARGMERGE)
             else None]
 
 
 def _tiles(node: NodePlan, calls: list, offsets: list, batch: dict | None) -> np.ndarray | None:
     """The tile table of a node whose children all run `batch[opcode]`, else None."""
     task = node.task
-    if (not batch or task.opcode not in batch or task.ext or node.reduce not in (None, "add")
+    if (not batch or task.opcode not in batch or task.ext or node.reduce not in (None, Reduction.ADD)
             or len(offsets) != 1 or offsets[0] is not None
-            or any(child.kind == "split" for child, *_ in calls)):
+            or any(child.kind == PlanKind.SPLIT for child, *_ in calls)):
         return None
     rows = [[b for s in in_slices + out_slices for sl in s for b in (sl.start, sl.stop)] + [first]
             for _, in_slices, out_slices, _, first in calls]
@@ -108,7 +97,7 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
     """The outputs of one node's task for the given input arrays. `cache` keeps each distinct
     node's child calls, which identical tasks at the same level share."""
     task = node.task
-    if node.kind != "split":
+    if node.kind != PlanKind.SPLIT:
         return _leaf(task, inputs, leaf_fn)
     cache = {} if cache is None else cache
     calls, offsets, ax, tiles = _entry(plan, node, cache, batch)
@@ -121,7 +110,7 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
     run_bounds = set()
     for child, in_slices, out_slices, starts, first in calls:
         child_inputs = [x[s] for x, s in zip(inputs, in_slices)]
-        if g in (None, "add") and child.kind == "split" and offsets == [None]:
+        if g in (None, Reduction.ADD) and child.kind == PlanKind.SPLIT and offsets == [None]:
             child_tiles = _entry(plan, child, cache, batch)[3]
             if child_tiles is not None:     # its leaves add into (or place in) this output
                 batch[child.task.opcode](child_inputs, child.task.attr,
@@ -136,21 +125,21 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
                 o[s] = r
             if g in MERGES:
                 run_bounds.add(starts[ax])
-        elif g == "add":
+        elif g == Reduction.ADD:
             outs[0][where] += results[0]
-        elif g == "max":
+        elif g == Reduction.MAX:
             outs[0][where] = np.maximum(outs[0][where], results[0])
-        elif g in ("argmax", "argmin"):
+        elif g in (Reduction.ARGMAX, Reduction.ARGMIN):
             outs[0][where] = _pick(inputs[0], where, outs[0][where], results[0], ax, g)
         else:                                   # an extension's reduction instruction
-            spec = task.spec.table[g[2:]]
+            spec = task.spec.table[g.name]
             current = [o[s] for o, s in zip(outs, out_slices)]
             combined = semantics_of(spec, leaf_fn)(current + results, {},
                                                    [_type(c) for c in current])
             for o, s, r in zip(outs, out_slices, combined if isinstance(combined, tuple) else (combined,)):
                 o[s] = r
     if g in MERGES and len(run_bounds) > 1:
-        keys = np.take_along_axis(inputs[0], outs[0], -1) if g == "argmerge" else outs[0]
+        keys = np.take_along_axis(inputs[0], outs[0], -1) if g == Reduction.ARGMERGE else outs[0]
         outs[0] = merge_runs(outs[0], sorted(run_bounds), keys)
     return outs
 
@@ -165,7 +154,7 @@ def _pick(source, where, best, cand, axis, g):
     src = source[where[:axis] + (slice(None),) + where[axis:]]
     bv = np.take_along_axis(src, np.expand_dims(best, axis), axis).squeeze(axis)
     cv = np.take_along_axis(src, np.expand_dims(cand, axis), axis).squeeze(axis)
-    better = cv > bv if g == "argmax" else cv < bv
+    better = cv > bv if g == Reduction.ARGMAX else cv < bv
     better |= (cv == bv) & (cand < best)      # ties keep the earlier position, in any order
     return np.where(better, cand, best)
 

@@ -2,27 +2,31 @@
 what it emits, with sub-instruction counts, bytes moved, reduction ops and the chosen splits."""
 from __future__ import annotations
 
-from compiler.plan import NodePlan, Plan, level_counts
+from compiler.plan import NodePlan, Plan, PlanKind, level_counts
 from compiler.verify import plan_stats
-from isa.opcodes import program_ops
+from isa.checker import program_ops
 
 __all__ = ["plan_text", "plan_json"]
 
 SHOW_TASKS = 4      # distinct tasks listed per level and instruction in the text listing
 
 
+def _name(reduce) -> str | None:
+    return None if reduce is None else str(reduce)
+
+
 def _node_json(node: NodePlan, count: int, names) -> dict:
     return {
         "receives": node.task.text(names), "count": count, "kind": node.kind,
         "splits": [{"axis": s.name, "size": s.size, "serial": s.pieces, "parallel": s.ways,
-                    "reduce": s.reduce} for s in node.splits if s.pieces * s.ways > 1],
+                    "reduce": _name(s.reduce)} for s in node.splits if s.pieces * s.ways > 1],
         "pieces": node.pieces, "busy_children": node.busy,
         "emits": [{"instruction": t.text(names), "count": n} for t, n in node.children],
         "sub_instructions": node.child_instructions,
         "bytes_down": node.bytes_down, "bytes_up": node.bytes_up,
         "local_bytes": node.local_bytes, "reduction_ops": node.reduction_ops,
         "child_reduction_ops": node.child_reduction_ops,
-        "reduction": node.reduce, "why": node.why,
+        "reduction": _name(node.reduce), "why": node.why,
     }
 
 
@@ -84,9 +88,9 @@ def plan_text(plan: Plan, detail: bool = True) -> str:
 
 def _node_lines(node: NodePlan, count: int, lv: int, m, names) -> list[str]:
     head = f"  level {lv} {m.levels[lv].name} x{count:,}: "
-    if node.kind == "leaf":
+    if node.kind == PlanKind.LEAF:
         return [head + "computes " + node.task.text(names)]
-    if node.kind == "local":
+    if node.kind == PlanKind.LOCAL:
         return [head + "DMA " + node.task.text(names) + f"  ({node.local_bytes:,} bytes)"]
     cuts = "; ".join(s.text() for s in node.splits if s.pieces * s.ways > 1) or "not cut"
     out = [head + "receives " + node.task.text(names),
@@ -98,7 +102,7 @@ def _node_lines(node: NodePlan, count: int, lv: int, m, names) -> list[str]:
     if len(node.children) > SHOW_TASKS:
         out.append(f"        ... and {len(node.children) - SHOW_TASKS} more shapes")
     red = (f", reduction ops {node.reduction_ops:,} here and {node.child_reduction_ops:,} in the "
-           f"children (g={node.reduce.removeprefix('g:')})" if node.reduce else "")
+           f"children (g={node.reduce})" if node.reduce else "")
     out.append(f"      bytes down {node.bytes_down:,}, up {node.bytes_up:,}{red}")
     out.append(f"      why: {node.why}")
     return out

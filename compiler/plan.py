@@ -11,36 +11,44 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass, field
+from enum import StrEnum
 from types import MappingProxyType
 from typing import Mapping
 
-from compiler.rules import Task
-from fractal.machine import Machine
+from compiler.rules import ExtensionReduction, Reduction, Task
+from machine import Machine
 from isa.program import Program
 
-__all__ = ["AxisSplit", "NodePlan", "Plan", "level_counts"]
+__all__ = ["AxisSplit", "NodePlan", "Plan", "PlanKind", "level_counts"]
 
 
-@dataclass(frozen=True)
+class PlanKind(StrEnum):
+    """What a node does with a task it receives."""
+    LEAF = "leaf"           # computes it
+    LOCAL = "local"         # moves data with its own DMA in its local memory
+    SPLIT = "split"         # cuts it into serial pieces and parallel parts for its children
+
+
+@dataclass(frozen=True, kw_only=True)
 class AxisSplit:
     """How one axis of the iteration space is cut: into `pieces` serially, each `ways` in parallel."""
     name: str
     size: int
     pieces: int
     ways: int
-    reduce: str | None = None
+    reduce: Reduction | ExtensionReduction | None = None
 
     def text(self) -> str:
-        g = (f" (g={self.reduce.removeprefix('g:')})" if self.reduce and self.pieces * self.ways > 1
+        g = (f" (g={self.reduce})" if self.reduce and self.pieces * self.ways > 1
              else "")
         return f"{self.name}={self.size}: {self.pieces} serial x {self.ways} parallel{g}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class NodePlan:
     task: Task
     level: int
-    kind: str                                       # "leaf", "local" or "split"
+    kind: PlanKind
     splits: tuple[AxisSplit, ...] = ()
     children: tuple[tuple[Task, int], ...] = ()     # distinct child tasks, and how many receive each
     pieces: int = 1                                 # serial pieces
@@ -49,7 +57,7 @@ class NodePlan:
     bytes_up: int = 0                               # written back to this node's memory by children
     local_bytes: int = 0                            # moved by this node's own DMA (local kind)
     reduction_ops: int = 0                          # g work on this node's LFU
-    reduce: str | None = None                       # the g used, if any
+    reduce: Reduction | ExtensionReduction | None = None    # the g used, if any
     child_reduction_ops: int = 0                    # g work on the children's LFUs (kept partials)
     est_cycles: float = 0.0                         # the compile-time cost estimate of the choice
     why: str = ""

@@ -20,24 +20,46 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 
-from isa.extensions import bind_sizes, eval_dim, extension_spec, leaf_work
+from isa.checker import extension_spec, leaf_work
+from isa.extensions import bind_sizes, eval_dim
 from isa.opcodes import OPCODES, normalize_axis, pads
 from isa.program import DTYPES, TensorType, format_value
 
 __all__ = ["Axis", "Dim", "AccessMap", "Task", "access_map", "sub_task", "task_of", "split_ranges",
-           "ceil_div", "combine_ops", "merge_ops", "stationary", "piece_order", "transfer_bytes", "REDUCTIONS", "MERGES"]
+           "ceil_div", "combine_ops", "merge_ops", "Reduction", "ExtensionReduction", "MERGES",
+           "DimKind"]
 
-#: reductions g run on a node's local functional unit, and what each does
-REDUCTIONS = {
-    "add": "element-wise sum of partial results",
-    "max": "element-wise maximum of partial results",
-    "argmax": "index of the larger value, read from the node's copy of the source; ties keep the first",
-    "argmin": "index of the smaller value, read from the node's copy of the source; ties keep the first",
-    "merge": "merge of sorted runs along the axis",
-    "argmerge": "merge of runs of sorted positions, comparing the node's copy of the source",
-}
-MERGES = ("merge", "argmerge")
+class Reduction(StrEnum):
+    """A built-in reduction g, run on a node's local functional unit."""
+    ADD = "add"             # element-wise sum of partial results
+    MAX = "max"             # element-wise maximum of partial results
+    ARGMAX = "argmax"       # index of the larger value, read from the node's copy of the source;
+    ARGMIN = "argmin"       # ... of the smaller value; ties keep the first position
+    MERGE = "merge"         # merge of sorted runs along the axis
+    ARGMERGE = "argmerge"   # merge of runs of sorted positions, comparing the node's copy of the source
+
+
+@dataclass(frozen=True)
+class ExtensionReduction:
+    """An extension's reduction instruction, run as an instruction on pairs of partial results."""
+    name: str
+
+    def __str__(self) -> str:
+        return self.name
+
+
+#: the reductions that merge sorted runs: every run must come back before they are merged
+MERGES = (Reduction.MERGE, Reduction.ARGMERGE)
+
+
+class DimKind(StrEnum):
+    """What one dimension of an operand reads of the iteration space."""
+    PLAIN = "plain"         # an axis directly
+    WINDOW = "window"       # an axis through a sliding window (kernel, stride, padding)
+    WHOLE = "whole"         # the whole dimension, never split
+    BCAST = "bcast"         # a size-1 dimension that broadcasts
 
 
 @dataclass(frozen=True)
@@ -99,7 +121,7 @@ class Task:
 class Axis:
     name: str
     size: int
-    reduce: str | None = None      # g when this axis is split; None: results concatenate
+    reduce: Reduction | ExtensionReduction | None = None   # g when this axis is split; None: concatenate
     splittable: bool = True
     leaf: int | None = None        # the most a leaf may receive along this axis
     least: int = 1                 # the least any child may receive along this axis
@@ -107,7 +129,7 @@ class Axis:
 
 @dataclass(frozen=True)
 class Dim:
-    kind: str                      # "plain", "window", "whole", "bcast"
+    kind: DimKind
     axis: int = -1                 # index into AccessMap.axes (plain and window)
     size: int = 1                  # the operand's full length along this dimension
     kernel: int = 1                # window only
@@ -116,20 +138,20 @@ class Dim:
 
     def region(self, start: int, extent: int) -> tuple[int, int, int, int]:
         """(lo, hi, pad_lo, pad_hi) of this dimension for an axis range [start, start+extent)."""
-        if self.kind == "plain":
+        if self.kind == DimKind.PLAIN:
             return start, start + extent, 0, 0
-        if self.kind == "window":
+        if self.kind == DimKind.WINDOW:
             lo = start * self.stride - self.pad_lo
             hi = (start + extent - 1) * self.stride - self.pad_lo + self.kernel
             clo, chi = max(lo, 0), min(hi, self.size)
             return clo, chi, clo - lo, hi - chi
-        if self.kind == "whole":
+        if self.kind == DimKind.WHOLE:
             return 0, self.size, 0, 0
         return 0, 1, 0, 0
 
     def touched(self, axis_size: int) -> int:
         """How many positions of this dimension the whole task reads (windows may skip some)."""
-        if self.kind != "window":
+        if self.kind != DimKind.WINDOW:
             return self.extent(axis_size)
         hit = [False] * self.size
         for o in range(axis_size):
@@ -140,11 +162,11 @@ class Dim:
 
     def extent(self, extent: int) -> int:
         """Largest length of this dimension for an axis extent (interior window, full halo)."""
-        if self.kind == "plain":
+        if self.kind == DimKind.PLAIN:
             return extent
-        if self.kind == "window":
+        if self.kind == DimKind.WINDOW:
             return min((extent - 1) * self.stride + self.kernel, self.size)
-        return self.size if self.kind == "whole" else 1
+        return self.size if self.kind == DimKind.WHOLE else 1
 
 
 @dataclass(frozen=True)
@@ -186,18 +208,18 @@ class AccessMap:
 
     def depends(self, i: int) -> frozenset[int]:
         """The axes operand i varies with: children that differ only elsewhere share its data."""
-        return frozenset(d.axis for d in self.operands[i] if d.kind in ("plain", "window"))
+        return frozenset(d.axis for d in self.operands[i] if d.kind in (DimKind.PLAIN, DimKind.WINDOW))
 
 
 def _plain(axes: list[int], sizes) -> tuple[Dim, ...]:
-    return tuple(Dim("plain", a, s) for a, s in zip(axes, sizes))
+    return tuple(Dim(DimKind.PLAIN, a, s) for a, s in zip(axes, sizes))
 
 
 def _broadcast_dims(t: TensorType, out: TensorType) -> tuple[Dim, ...]:
     """Dimensions of a broadcast source: aligned right; size-1 dimensions against larger ones broadcast."""
     off = out.rank - t.rank
-    return tuple(Dim("bcast", -1, 1) if s == 1 and out.shape[off + i] != 1
-                 else Dim("plain", off + i, s) for i, s in enumerate(t.shape))
+    return tuple(Dim(DimKind.BCAST, -1, 1) if s == 1 and out.shape[off + i] != 1
+                 else Dim(DimKind.PLAIN, off + i, s) for i, s in enumerate(t.shape))
 
 
 def access_map(task: Task) -> AccessMap | None:
@@ -211,7 +233,7 @@ def access_map(task: Task) -> AccessMap | None:
     if op in ("matmul", "eucdist"):
         (m, k) = ts[1].shape
         n = ts[0].shape[1]
-        axes = (Axis("M", m), Axis("N", n), Axis("K", k, "add"))
+        axes = (Axis("M", m), Axis("N", n), Axis("K", k, Reduction.ADD))
         second = _plain([2, 1], (k, n)) if op == "matmul" else _plain([1, 2], (n, k))
         return AccessMap(axes, (_plain([0, 1], (m, n)), _plain([0, 2], (m, k)), second), nb)
     if op == "conv2d":
@@ -219,26 +241,26 @@ def access_map(task: Task) -> AccessMap | None:
         top, left, _, _ = pads(a)
         n, o, ho, wo = y.shape
         c, kh, kw = x.shape[1], w.shape[2], w.shape[3]
-        axes = (Axis("N", n), Axis("O", o), Axis("Ho", ho), Axis("Wo", wo), Axis("C", c, "add"))
-        xd = (Dim("plain", 0, n), Dim("plain", 4, c),
-              Dim("window", 2, x.shape[2], kh, a["stride"], top),
-              Dim("window", 3, x.shape[3], kw, a["stride"], left))
-        wd = (Dim("plain", 1, o), Dim("plain", 4, c), Dim("whole", -1, kh), Dim("whole", -1, kw))
+        axes = (Axis("N", n), Axis("O", o), Axis("Ho", ho), Axis("Wo", wo), Axis("C", c, Reduction.ADD))
+        xd = (Dim(DimKind.PLAIN, 0, n), Dim(DimKind.PLAIN, 4, c),
+              Dim(DimKind.WINDOW, 2, x.shape[2], kh, a["stride"], top),
+              Dim(DimKind.WINDOW, 3, x.shape[3], kw, a["stride"], left))
+        wd = (Dim(DimKind.PLAIN, 1, o), Dim(DimKind.PLAIN, 4, c), Dim(DimKind.WHOLE, -1, kh), Dim(DimKind.WHOLE, -1, kw))
         return AccessMap(axes, (_plain([0, 1, 2, 3], y.shape), xd, wd), nb)
     if op in ("maxpool", "avgpool"):
         y, x = ts
         top, left, _, _ = pads(a)
         k, s = a["kernel"], a["stride"]
         axes = tuple(Axis(nm, sz) for nm, sz in zip(("N", "C", "Ho", "Wo"), y.shape))
-        xd = (Dim("plain", 0, x.shape[0]), Dim("plain", 1, x.shape[1]),
-              Dim("window", 2, x.shape[2], k, s, top), Dim("window", 3, x.shape[3], k, s, left))
+        xd = (Dim(DimKind.PLAIN, 0, x.shape[0]), Dim(DimKind.PLAIN, 1, x.shape[1]),
+              Dim(DimKind.WINDOW, 2, x.shape[2], k, s, top), Dim(DimKind.WINDOW, 3, x.shape[3], k, s, left))
         return AccessMap(axes, (_plain([0, 1, 2, 3], y.shape), xd), nb)
     if op == "lrn":
         y = ts[0]
         axes = (Axis("N", y.shape[0]), Axis("C", y.shape[1], splittable=False),
                 Axis("H", y.shape[2]), Axis("W", y.shape[3]))
-        dims = (Dim("plain", 0, y.shape[0]), Dim("whole", -1, y.shape[1]),
-                Dim("plain", 2, y.shape[2]), Dim("plain", 3, y.shape[3]))
+        dims = (Dim(DimKind.PLAIN, 0, y.shape[0]), Dim(DimKind.WHOLE, -1, y.shape[1]),
+                Dim(DimKind.PLAIN, 2, y.shape[2]), Dim(DimKind.PLAIN, 3, y.shape[3]))
         return AccessMap(axes, (dims, dims), nb)
     if op in ("add", "sub", "mul", "div"):
         z = ts[0]
@@ -254,13 +276,14 @@ def access_map(task: Task) -> AccessMap | None:
         x = ts[1]
         axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(x.shape[:-1]))
         lead = list(range(x.rank - 1))
-        return AccessMap(axes, tuple(_plain(lead, t.shape[:-1]) + (Dim("whole", -1, t.shape[-1]),)
+        return AccessMap(axes, tuple(_plain(lead, t.shape[:-1]) + (Dim(DimKind.WHOLE, -1, t.shape[-1]),)
                                      for t in ts), nb)
     if op in ("reduce_sum", "reduce_max", "argmax", "argmin", "count", "sort", "argsort"):
         x = ts[1]
         ax = x.rank - 1 if op in ("count", "sort", "argsort") else normalize_axis(a["axis"], x.rank)
-        g = {"reduce_sum": "add", "reduce_max": "max", "argmax": "argmax", "argmin": "argmin",
-             "count": "add", "sort": "merge", "argsort": "argmerge"}[op]
+        g = {"reduce_sum": Reduction.ADD, "reduce_max": Reduction.MAX, "argmax": Reduction.ARGMAX,
+             "argmin": Reduction.ARGMIN, "count": Reduction.ADD, "sort": Reduction.MERGE,
+             "argsort": Reduction.ARGMERGE}[op]
         axes = tuple(Axis("n" if i == ax else f"d{i}", s, g if i == ax else None)
                      for i, s in enumerate(x.shape))
         keep = [i for i in range(x.rank) if op in ("sort", "argsort") or i != ax]
@@ -284,11 +307,11 @@ def _extension_map(task: Task, nb) -> AccessMap:
         dims = []
         for d, n in zip(o.dims, (sizes.get(d, d) if isinstance(d, str) else d for d in o.dims)):
             if isinstance(d, str) and d in index:
-                dims.append(Dim("plain", index[d], n))
+                dims.append(Dim(DimKind.PLAIN, index[d], n))
             elif isinstance(d, str) and d in windows:
-                dims.append(Dim("window", windows[d][0], n, windows[d][1], 1, 0))
+                dims.append(Dim(DimKind.WINDOW, windows[d][0], n, windows[d][1], 1, 0))
             else:
-                dims.append(Dim("whole", -1, n))
+                dims.append(Dim(DimKind.WHOLE, -1, n))
         operands.append(tuple(dims))
     halos = {src: (index[axis], sizes[k] - 1) for src, (axis, k) in
              ((s.window[0], (s.axis, s.window[1])) for s in decl.splits if s.window)}
@@ -298,10 +321,10 @@ def _extension_map(task: Task, nb) -> AccessMap:
     return AccessMap(axes, tuple(operands), nb, temps, symbols)
 
 
-def _reduction_name(name: str | None) -> str | None:
-    """An extension's reduction instruction as a g: `add` is the built-in sum; any other is run
-    as an instruction on pairs of partial results ("g:NAME")."""
-    return None if name is None else "add" if name == "add" else f"g:{name}"
+def _reduction_name(name: str | None) -> Reduction | ExtensionReduction | None:
+    """An extension's reduction as a g: `add` is the built-in sum; any other is its reduction
+    instruction, run on pairs of partial results."""
+    return None if name is None else Reduction.ADD if name == "add" else ExtensionReduction(name)
 
 
 def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]:
@@ -314,7 +337,7 @@ def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]
             lo, hi, plo, phi = d.region(starts[d.axis] if d.axis >= 0 else 0,
                                         extents[d.axis] if d.axis >= 0 else 0)
             reg.append((lo, hi))
-            if d.kind == "window":
+            if d.kind == DimKind.WINDOW:
                 window_pads.append((plo, phi))
         regions.append(tuple(reg))
         types.append(TensorType(t.dtype, tuple(hi - lo for lo, hi in reg)))
@@ -324,25 +347,6 @@ def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]
         pad = pt if pt == pl == pb == pr else (pt, pl, pb, pr)
         attrs = tuple((k, pad if k == "pad" else v) for k, v in attrs)
     return Task(task.opcode, tuple(types), attrs, task.ext), tuple(regions)
-
-
-def transfer_bytes(amap: AccessMap, i: int, ranges: list, copies: list) -> int:
-    """Bytes of operand i sent for a grid of child ranges (one list of (start, extent) per axis):
-    along an axis the operand depends on, the sum of its regions; along any other axis a,
-    `copies[a]` copies of it (1 when one broadcast serves every child, else one per child)."""
-    dep = amap.depends(i)
-    total = amap.dtype_bytes[i]
-    for d in amap.operands[i]:
-        if d.kind in ("whole", "bcast"):
-            total *= d.extent(0)
-    for a, rs in enumerate(ranges):
-        if a in dep:
-            dims = [d for d in amap.operands[i] if d.axis == a]
-            total *= sum(math.prod(d.region(s, e)[1] - d.region(s, e)[0] for d in dims)
-                         for s, e in rs)
-        else:
-            total *= copies[a]
-    return total
 
 
 def task_of(instruction, types: dict, table: dict | None = None) -> Task:
@@ -371,26 +375,13 @@ def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
 
 
-def stationary(reduce: str | None) -> bool:
-    """Whether partial results of this reduction stay in the children across the serial pieces
-    of one output region (each child adds its next partial into the one it keeps, and writes its
-    result back once): every reduction but a merge of sorted runs, which needs all the runs."""
-    return reduce is not None and reduce not in MERGES
-
-
-def piece_order(node) -> list[int]:
-    """The axes in loop order, outermost first: a reduction axis innermost, so that the serial
-    pieces of one output region follow each other."""
-    return sorted(range(len(node.splits)), key=lambda a: node.splits[a].reduce is not None)
-
-
 def combine_ops(task: Task, reduce: str, outputs, applications: int) -> int:
     """LFU ops of `applications` pairwise combinations of partial results of these output types
     (element-wise for add/max/argmax/argmin; an extension's reduction instruction runs whole)."""
     if applications <= 0:
         return 0
-    if reduce.startswith("g:"):
-        g = task.spec.table[reduce[2:]]
+    if isinstance(reduce, ExtensionReduction):
+        g = task.spec.table[reduce.name]
         return applications * int(g.ops(list(outputs), list(outputs) * 2, g.full_attrs({})))
     return applications * outputs[0].size
 

@@ -9,11 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.decompose import BUFFERING
-from compiler.plan import Plan, level_counts
+from compiler.plan import Plan, PlanKind, level_counts
 from compiler.rules import MERGES, access_map
 from isa.errors import InternalError
-from isa.opcodes import program_ops
+from isa.checker import program_ops
 
 __all__ = ["LevelStats", "plan_stats", "verify_plan", "compulsory_bytes"]
 
@@ -45,7 +44,7 @@ def plan_stats(plan: Plan, roots=None) -> tuple[list[LevelStats], int]:
             inst += c
             red += c * node.reduction_ops
             local += c * node.local_bytes
-            if node.kind == "leaf":
+            if node.kind == PlanKind.LEAF:
                 leaf_ops += c * task.ops
         down = up = 0
         for (task, l), c in counts.items():
@@ -63,7 +62,7 @@ def compulsory_bytes(plan: Plan) -> tuple[int, int]:
     instruction reads of its inputs reaches some leaf once, and its output comes back once."""
     down = up = 0
     for root in plan.roots:
-        if root.kind == "split":
+        if root.kind == PlanKind.SPLIT:
             amap = access_map(root.task)
             n_out = root.task.spec.outputs
             down += sum(amap.touched_bytes(i) for i in range(n_out, len(root.task.types)))
@@ -76,11 +75,11 @@ def verify_plan(plan: Plan) -> None:
     m = plan.machine
     for (task, level), node in plan.table.items():
         where = f"level {level} ({m.levels[level].name}), {task.text()}"
-        if node.kind == "leaf" and level != m.depth:
+        if node.kind == PlanKind.LEAF and level != m.depth:
             raise InternalError("leaves are at the last level", where)
-        if node.kind != "split":
+        if node.kind != PlanKind.SPLIT:
             continue
-        budget = m.levels[level + 1].memory_bytes // BUFFERING
+        budget = m.levels[level + 1].memory_bytes // m.levels[level + 1].buffering
         child_ops = 0
         for child, n in node.children:
             if (child, level + 1) not in plan.table:

@@ -1,7 +1,8 @@
 """fractal: an architecture simulator and compiler for fractal machines (Cambricon-F style).
 
-The script API lives in `fractal.api`; its names are re-exported here lazily, so that the small
-modules every layer imports (`fractal.machine`) load without pulling in the whole tool.
+The script API lives in `fractal.api`, and the machine description in the `machine` package; their
+names are re-exported here lazily, so that `import fractal` (and the command line's start-up)
+does not pull in the whole tool.
 """
 from importlib import import_module
 
@@ -9,7 +10,7 @@ __all__ = ["load_program", "build_machine", "compile", "run", "reference", "Mach
 
 _LAZY = {"load_program": "fractal.api", "build_machine": "fractal.api", "reference": "fractal.api",
          "compile": "fractal.api", "run": "fractal.api",
-         "Machine": "fractal.machine", "Level": "fractal.machine", "Compute": "fractal.machine"}
+         "Machine": "machine", "Level": "machine", "Compute": "machine"}
 
 
 def __getattr__(name):

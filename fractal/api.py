@@ -7,14 +7,13 @@ from pathlib import Path
 
 import numpy as np
 
-from isa.checker import load_program as _load_program, parse_program
+from isa.checker import load_program as _load_program, parse_program, program_ops
 from isa.errors import UserError
-from isa.opcodes import program_ops
 from isa.program import Program
 from isa import reference as _ref
 from compiler import Plan, compile_program, verify_plan
 from simulator.report import Report
-from fractal.machine import Machine, preset
+from machine import Machine, preset
 
 __all__ = ["load_program", "build_machine", "compile", "run", "reference", "ReferenceResult"]
 
@@ -98,6 +97,8 @@ def run(program: str | Path | Program, machine: str | Machine = "f1", *, functio
     """Compile and simulate a program: cycles, utilization, traffic, energy, and (functional
     mode) the outputs computed by the leaves. `trace` writes a Chrome/Perfetto trace (exact mode).
     Data comes as in `reference`."""
+    # lazy: the simulator loads simpy and the numba leaf kernels (~0.5 s); check, compile and
+    # reference runs do not need it
     from simulator.run import simulate
     from simulator.trace import write_trace
     program = load_program(program)

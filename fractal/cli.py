@@ -7,13 +7,17 @@ reaches the user unless FRACTAL_DEBUG=1 is set.
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
+import pkgutil
 import sys
 import traceback
 import warnings
 
+import fractal.commands as commands
 from isa.errors import InternalError, UserError
+from machine import PRESETS, preset
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERNAL = 0, 2, 3
 
@@ -112,16 +116,13 @@ def build_parser() -> argparse.ArgumentParser:
     # Every module of fractal.commands adds one subcommand: `register(sub)` adds its parser and
     # sets `handler=function(args, out) -> exit status` as a default. Such modules keep heavy
     # imports inside their handlers so that `fractal --help` stays fast.
-    import importlib
-    import pkgutil
-    import fractal.commands as commands
     for info in sorted(pkgutil.iter_modules(commands.__path__), key=lambda i: i.name):
         importlib.import_module(f"fractal.commands.{info.name}").register(sub)
     return p
 
 
 def _cmd_check(args, out) -> int:
-    from fractal import api
+    from fractal import api     # lazy: numpy and the compiler (~0.2 s), not for every command
     failed = 0
     for f in args.files:
         try:
@@ -141,6 +142,7 @@ def _progress(i: int, n: int, what: str):
 
 
 def _cmd_run(args, out) -> int:
+    # lazy: the API and the reference interpreter load numpy and the compiler (~0.2 s)
     from fractal import api
     from isa.reference import save_outputs
     if args.reference:
@@ -179,6 +181,7 @@ def _cmd_run(args, out) -> int:
 
 
 def _cmd_compile(args, out) -> int:
+    # lazy: the API and the compiler load numpy (~0.2 s), not needed for --help
     from fractal import api
     from compiler import plan_json, plan_text
     plan = api.compile(args.file, api.build_machine(args.machine, args.depth, args.fanout))
@@ -191,7 +194,7 @@ def _cmd_compile(args, out) -> int:
 
 
 def _cmd_compare(args, out) -> int:
-    from fractal import api
+    from fractal import api     # lazy: numpy and the compiler (~0.2 s), not for every command
     machine = api.build_machine(args.machine, args.depth, args.fanout)
     a, b = (api.run(f, machine, functional=False) for f in (args.a, args.b))
     if args.json:
@@ -225,7 +228,6 @@ def compare_text(a, b) -> str:
 
 
 def _cmd_machines(args, out) -> int:
-    from fractal.machine import PRESETS, preset
     machines = [preset(n) for n in PRESETS]
     if args.json:
         rows = [{"name": m.name, "description": m.description, "levels": m.depth + 1,

@@ -100,7 +100,7 @@ def _series(rows, column: str, path: Path) -> dict[tuple[str, str], dict[int, fl
 
 def plot(results: str | Path, kind: str, out: str | Path, gpu: str | None = None) -> Path:
     """Draw one kind of figure from a sweep CSV into `out` (.png, .svg or .pdf)."""
-    from matplotlib.figure import Figure
+    from matplotlib.figure import Figure  # lazy: ~0.3 s, and every `fractal` start loads plot.py
     path, out = Path(results), Path(out)
     if kind not in KINDS:
         raise UserError(f"unknown plot kind '{kind}' (kinds: {', '.join(KINDS)})", "--kind")

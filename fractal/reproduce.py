@@ -18,6 +18,12 @@ import math
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from fractal import api
+from fractal.baseline import estimate
+from fractal.plot import plot as plot_sweep
+from fractal.sweep import sweep
+from fractal.workloads import WORKLOADS, generate
+
 __all__ = ["Comparison", "COMPARISONS", "Row", "compare", "geomean", "summary",
            "table_text", "write_report"]
 
@@ -103,14 +109,11 @@ def _dominant(bounds) -> str:
 
 def suite(batch: int | None = None) -> dict[str, str]:
     """The workload suite's programs (name -> program text) at their default sizes."""
-    from fractal.workloads import WORKLOADS, generate
     return {name: generate(name, batch=batch) if batch else generate(name) for name in WORKLOADS}
 
 
 def compare(programs: dict[str, str], comparisons=COMPARISONS, progress=None) -> list[Row]:
     """Run every program on every comparison's machine and GPU system."""
-    from fractal import api
-    from fractal.baseline import estimate
     rows = []
     for c in comparisons:
         machine = api.build_machine(c.machine)
@@ -192,6 +195,7 @@ def table_text(rows: list[Row], c: Comparison, markdown: bool = False) -> str:
 def plot(rows: list[Row], comparisons, path: Path) -> None:
     """Per program, the speed-up and the efficiency gain of each comparison (log scale), with the
     geometric mean and the paper's ratio as lines."""
+    # lazy: matplotlib takes ~0.3 s, and its Agg backend is chosen only when a figure is drawn
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
@@ -230,8 +234,6 @@ SCALING_DEPTHS, SCALING_FANOUTS = (1, 2, 3), (2, 4, 8, 16)
 def scaling(programs: dict[str, str], comparisons, folder: Path) -> list[Path]:
     """Per comparison, sweep its machine over SCALING_DEPTHS x SCALING_FANOUTS (a CSV beside
     the figures) and plot the speed-up over its GPU against the number of leaves."""
-    from fractal.plot import plot as plot_sweep
-    from fractal.sweep import sweep
     folder.mkdir(parents=True, exist_ok=True)
     sources = folder / "programs"
     sources.mkdir(exist_ok=True)

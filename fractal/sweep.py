@@ -30,8 +30,12 @@ from dataclasses import dataclass
 from multiprocessing import get_context
 from pathlib import Path
 
+from tqdm import tqdm
+
+from fractal import api
+from fractal.baseline import estimate, load_gpu
 from isa.errors import InternalError, UserError
-from fractal.machine import PRESETS, Machine
+from machine import PRESETS, Machine
 
 __all__ = ["sweep", "columns", "read_rows", "Point", "run_point", "KEY", "GPU_METRICS"]
 
@@ -93,7 +97,6 @@ def _one_line(e: UserError) -> str:
 
 def run_point(point: Point) -> tuple[str, object]:
     """Run one point (in a worker): ("row", row) or ("internal", (invariant, where, detail))."""
-    from fractal import api
     m = point.spec
     row = dict(zip(KEY, point.key), leaves=m.leaves, peak_ops_per_second=m.peak_ops_per_second)
     try:
@@ -124,7 +127,6 @@ def _gpu_baselines(programs: dict, gpus) -> tuple[list[str], dict]:
     """The GPU column tags and, per (program, tag), the BaselineReport or an error message."""
     if not gpus:
         return [], {}
-    from fractal.baseline import estimate, load_gpu
     specs = {}
     for name in gpus:
         gpu = load_gpu(name)
@@ -207,7 +209,7 @@ class ResultsFile:
         if not stat.S_ISREG(os.fstat(self.fd).st_mode):
             raise UserError(f"{self.path} is not a regular file", self.where)
         try:
-            import fcntl
+            import fcntl                # lazy: POSIX only; elsewhere the sweep runs unlocked
             fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except ImportError:             # no advisory locks on this platform
             pass
@@ -339,7 +341,6 @@ def _values(name: str, values, default) -> list:
 
 
 def _grid(programs, machine, depths, fanouts) -> tuple[list[Point], dict]:
-    from fractal import api
     if isinstance(programs, (str, Path)):
         programs = [programs]
     loaded = {}
@@ -364,7 +365,7 @@ def _grid(programs, machine, depths, fanouts) -> tuple[list[Point], dict]:
 
 
 def _connect(address: str):
-    from distributed import Client
+    from distributed import Client  # lazy: Dask is an optional extra, ~1 s to import
     try:
         return Client(address, timeout="10s")
     except (OSError, TimeoutError, ValueError) as e:
@@ -374,6 +375,7 @@ def _connect(address: str):
 def _results(points: list[Point], workers: int, dask):
     """Each point's worker result, in the order they finish."""
     if dask is not None:
+        # lazy: Dask is an optional extra (.[dask]) and takes ~1 s to import
         from distributed import Client, as_completed as dask_completed
         client = dask if isinstance(dask, Client) else _connect(str(dask))
         try:
@@ -420,7 +422,6 @@ def sweep(programs, machine: str = "f1", depths=None, fanouts=None, gpus=(),
         done = {tuple(row[k] for k in KEY) for row in results.rows}
         todo = [p for p in points if p.key not in done]
         workers = workers or max(1, min(os.cpu_count() or 1, len(todo)))
-        from tqdm import tqdm
         with tqdm(total=len(points), initial=len(points) - len(todo), unit="run", desc="sweep",
                   disable=not progress, file=sys.stderr, dynamic_ncols=True) as bar:
             for kind, value in (_results(todo, workers, dask) if todo else ()):

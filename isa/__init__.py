@@ -1,6 +1,11 @@
 """The program side: what a fractal program is and means.
 
 Program text -> `parse` -> `check` -> a frozen, typed `Program`; `run_reference` gives its meaning.
+
+The modules import one way, each only from those before it (none inside a function):
+errors -> program -> opcodes -> extensions (declarations) -> parser -> checker (checks, and the
+opcode table with each extension's instantiated, checked body) -> limits -> reference (the
+numpy semantics, extension bodies included).
 """
 from isa.errors import ErrorGroup, FractalError, InternalError, SourceLocation, UserError
 from isa.program import DTYPES, Instruction, Program, TensorDecl, TensorType

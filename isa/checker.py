@@ -3,18 +3,26 @@
 A program that passes `check` runs: every operand is declared, every instruction has the
 operands and attributes its opcode needs with shapes and dtypes that agree, nothing writes an
 input or param, nothing reads an internal tensor before it is written, every output is written.
+
+A program is checked against its opcode table: the core opcodes and its extensions. An
+extension's entry (`extension_spec`) checks each use by instantiating the declared body at the
+use's sizes (`instantiate`) and checking that body like a program, against the table of the
+extensions declared before it; so checking and the opcode table live together here.
+`parse_program` and `load_program` parse (`isa/parser.py`) and check in one step.
 """
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 
 from isa.errors import ErrorGroup, SourceLocation, UserError, did_you_mean
-from isa.extensions import check_declarations, opcode_table
-from isa.opcodes import REQUIRED, OpSpec, RuleBroken
+from isa.extensions import ExtDecl, bind_sizes, check_declarations, eval_dim, leaf_pieces
+from isa.opcodes import OPCODES, REQUIRED, AttrSpec, OpSpec, RuleBroken, instruction_ops
 from isa.parser import parse_collect, read_source
-from isa.program import Instruction, Program
+from isa.program import Instruction, Program, TensorDecl, TensorType
 
-__all__ = ["check", "check_program", "load_program", "parse_program"]
+__all__ = ["check", "check_program", "load_program", "parse_program", "opcode_table",
+           "extension_spec", "instantiate", "leaf_work", "program_ops"]
 
 
 class _Checker:
@@ -132,6 +140,125 @@ class _Checker:
                 ok = False
         return ok
 
+
+# ---------------------------------------------------------------- the opcode table
+
+@lru_cache(maxsize=4096)
+def instantiate(decl: ExtDecl, types: tuple, attrs: tuple, earlier: tuple = ()) -> Program:
+    """The body of one use as a checked program (operands as inputs and outputs)."""
+    sizes = bind_sizes(decl, types)
+    attr = dict(attrs)
+    tensors = [TensorDecl(o.name, t, "output" if o.output else "input", o.loc)
+               for o, t in zip(decl.operands, types)]
+    for tmp in decl.temps:
+        shape = tuple(eval_dim(x, sizes) for x in tmp.dims)
+        if any(n < 1 for n in shape):
+            raise RuleBroken(f"{decl.name}: temporary '{tmp.name}' gets shape {list(shape)} for "
+                             f"these operands")
+        tensors.append(TensorDecl(tmp.name, TensorType(tmp.dtype, shape), None, tmp.loc))
+    body = tuple(Instruction(i.opcode, i.operands,
+                             tuple((k, attr.get(v, v) if isinstance(v, str) else v) for k, v in i.attrs),
+                             i.loc, i.operand_locs, i.attr_locs) for i in decl.body)
+    program = Program(tuple(tensors), body, decl.loc.file if decl.loc else "<extension>", decl.source)
+    errors = check(program, _table(earlier))
+    if errors:
+        e = errors[0]
+        where = f" (line {e.where.line})" if isinstance(e.where, SourceLocation) else ""
+        raise RuleBroken(f"in the body of extension {decl.name}{where}: {e.message}")
+    return program
+
+
+def extension_spec(decl: ExtDecl, earlier: tuple[ExtDecl, ...] = ()) -> OpSpec:
+    """The opcode-table entry of a declared extension."""
+    return _spec(decl, earlier)
+
+
+@lru_cache(maxsize=256)
+def _spec(decl: ExtDecl, earlier: tuple) -> OpSpec:
+    table = _table(earlier)
+    n_out = len(decl.outputs)
+
+    def body(outs, ins, a):
+        """The instantiated body for operands of these types (a piece no larger than the caps)."""
+        types = tuple(outs) + tuple(ins)
+        full = tuple((k, a.get(k, v)) for k, v in decl.attrs)
+        return instantiate(decl, types, full, earlier)
+
+    def rule(outs, ins, a):
+        for piece, _ in leaf_pieces(decl, tuple(outs) + tuple(ins), distinct=True):
+            body(piece[:n_out], piece[n_out:], a)
+        for s in decl.splits:
+            if s.reduce:
+                g = table[s.reduce]
+                try:
+                    g.rule(list(outs), list(outs) * 2, g.full_attrs({}))
+                except RuleBroken as e:
+                    raise RuleBroken(f"{decl.name}: reduction '{s.reduce}' does not combine its "
+                                     f"partial results: {e.message}") from None
+
+    def work(outs, ins, a):
+        total = []
+        for piece, _ in leaf_pieces(decl, tuple(outs) + tuple(ins)):
+            total += _work(body(piece[:n_out], piece[n_out:], a), table)
+        return total
+
+    def ops(outs, ins, a):
+        return sum(n for _, n in work(outs, ins, a))
+
+    attrs = {k: AttrSpec(_attr_kind(v), v) for k, v in decl.attrs}
+    return OpSpec(decl.name, n_out, len(decl.inputs), rule, ops, "extension", attrs,
+                  f"extension declared at {decl.loc}" if decl.loc else "extension",
+                  decl=decl, ext_key=(decl, earlier), body=body, work=work, table=table)
+
+
+def _attr_kind(v) -> str:
+    return "int" if isinstance(v, int) else "ints" if isinstance(v, tuple) else "number"
+
+
+@lru_cache(maxsize=256)
+def _table(decls: tuple) -> dict:
+    """The core opcodes and these extensions (shared: callers must not change it)."""
+    table = dict(OPCODES)
+    for i, d in enumerate(decls):
+        table[d.name] = _spec(d, tuple(decls[:i]))
+    return table
+
+
+def opcode_table(program: Program) -> dict[str, OpSpec]:
+    """The core opcodes and the program's extensions."""
+    return _table(tuple(getattr(program, "extensions", ())))
+
+
+def _work(program: Program, table: dict) -> list[tuple[str, int]]:
+    out = []
+    types = program.types
+    for ins in program.instructions:
+        spec = table[ins.opcode]
+        if spec.decl is not None:
+            ts = [types[n] for n in ins.operands]
+            out += spec.work(ts[:spec.outputs], ts[spec.outputs:], spec.full_attrs(ins.attr))
+        else:
+            out.append((spec.op_class, instruction_ops(ins, types, table)))
+    return out
+
+
+def leaf_work(spec: OpSpec, outs, ins, attrs: dict) -> list[tuple[str, int]]:
+    """(op class, ops) of everything a leaf runs for one instruction: the instruction itself, or
+    every core instruction of an extension's body (for each piece its caps allow)."""
+    if spec.decl is None:
+        return [(spec.op_class, int(spec.ops(outs, ins, attrs)))]
+    return spec.work(outs, ins, attrs)
+
+
+def program_ops(program: Program, opcodes: dict | None = None) -> int:
+    """Arithmetic ops of a whole checked program (extensions: the ops of their bodies)."""
+    if opcodes is None:
+        opcodes = opcode_table(program)
+    types = program.types
+    return sum(instruction_ops(i, types, opcodes) for i in program.instructions)
+
+
+# ---------------------------------------------------------------- programs
 
 def check(program: Program, opcodes: dict[str, OpSpec] | None = None) -> list[UserError]:
     """Every semantic problem of the program, in source order (empty when it is valid).

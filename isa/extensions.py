@@ -1,27 +1,26 @@
-"""Reconfigurable extension instructions (FRISA): declared in program text, checked, instantiated.
+"""Reconfigurable extension instructions (FRISA): their declarations, and the checks of those.
 
 An extension declaration gives a signature whose shapes use size symbols (bound from the operands
 of each use), attributes with defaults, split rules (which axes split; whether results
 concatenate or combine with a reduction instruction; a window halo; a cap on the extent a leaf
 receives), and a leaf body of core or earlier-declared extension instructions with local
-temporaries. Each use is instantiated with concrete sizes and its body checked like a program, so
-an extension is as safe as a built-in; `extension_spec` makes the opcode-table entry through which
-the checker, the reference interpreter, the compiler and the simulator treat it like one.
+temporaries. This module holds what a declaration is and means on its own: the declaration
+objects, `check_declarations`, the size symbols a use binds (`bind_sizes`) and the pieces a leaf
+runs its body on (`leaf_pieces`). Each use is instantiated with concrete sizes and its body
+checked like a program in `isa/checker.py` (`extension_spec`, `opcode_table`), so an extension
+is as safe as a built-in; its body is executed by the reference interpreter (`isa/reference.py`).
 """
 from __future__ import annotations
 
 import itertools
 from dataclasses import dataclass, field
-from functools import lru_cache
-
-import numpy as np
 
 from isa.errors import SourceLocation, UserError, did_you_mean
-from isa.opcodes import OPCODES, AttrSpec, OpSpec, RuleBroken, instruction_ops
-from isa.program import DTYPES, Instruction, Program, TensorDecl, TensorType, format_value
+from isa.opcodes import OPCODES, RuleBroken
+from isa.program import DTYPES, Instruction, TensorType, format_value
 
-__all__ = ["Dim", "SigOperand", "SplitRule", "Temp", "ExtDecl", "extension_spec", "opcode_table",
-           "instantiate", "bind_sizes", "check_declarations", "eval_dim", "dim_text", "leaf_work"]
+__all__ = ["Dim", "SigOperand", "SplitRule", "Temp", "ExtDecl", "bind_sizes", "check_declarations",
+           "eval_dim", "dim_symbols", "dim_text", "leaf_pieces"]
 
 #: a size expression: an int, a symbol (str), or (op, left, right) with op in + - *
 Dim = object
@@ -232,7 +231,7 @@ def _check_splits(errors, d: ExtDecl, symbols: set, known: dict):
                  did_you_mean(s.least, symbols))
 
 
-# ---------------------------------------------------------------- instances
+# ---------------------------------------------------------------- uses
 
 def bind_sizes(decl: ExtDecl, types) -> dict[str, int]:
     """The size symbols' values for operands of these types, or RuleBroken."""
@@ -259,131 +258,6 @@ def bind_sizes(decl: ExtDecl, types) -> dict[str, int]:
                                  f"{s.axis} + {s.window[1]} - 1, found {src} against "
                                  f"{sizes[s.axis]} + {k} - 1")
     return sizes
-
-
-@lru_cache(maxsize=4096)
-def instantiate(decl: ExtDecl, types: tuple, attrs: tuple, earlier: tuple = ()) -> Program:
-    """The body of one use as a checked program (operands as inputs and outputs)."""
-    from isa.checker import check
-    sizes = bind_sizes(decl, types)
-    attr = dict(attrs)
-    tensors = [TensorDecl(o.name, t, "output" if o.output else "input", o.loc)
-               for o, t in zip(decl.operands, types)]
-    for tmp in decl.temps:
-        shape = tuple(eval_dim(x, sizes) for x in tmp.dims)
-        if any(n < 1 for n in shape):
-            raise RuleBroken(f"{decl.name}: temporary '{tmp.name}' gets shape {list(shape)} for "
-                             f"these operands")
-        tensors.append(TensorDecl(tmp.name, TensorType(tmp.dtype, shape), None, tmp.loc))
-    body = tuple(Instruction(i.opcode, i.operands,
-                             tuple((k, attr.get(v, v) if isinstance(v, str) else v) for k, v in i.attrs),
-                             i.loc, i.operand_locs, i.attr_locs) for i in decl.body)
-    program = Program(tuple(tensors), body, decl.loc.file if decl.loc else "<extension>", decl.source)
-    errors = check(program, _table(earlier))
-    if errors:
-        e = errors[0]
-        where = f" (line {e.where.line})" if isinstance(e.where, SourceLocation) else ""
-        raise RuleBroken(f"in the body of extension {decl.name}{where}: {e.message}")
-    return program
-
-
-def extension_spec(decl: ExtDecl, earlier: tuple[ExtDecl, ...] = ()) -> OpSpec:
-    """The opcode-table entry of a declared extension."""
-    return _spec(decl, earlier)
-
-
-@lru_cache(maxsize=256)
-def _spec(decl: ExtDecl, earlier: tuple) -> OpSpec:
-    table = _table(earlier)
-    n_out = len(decl.outputs)
-
-    def body(outs, ins, a):
-        """The instantiated body for operands of these types (a piece no larger than the caps)."""
-        types = tuple(outs) + tuple(ins)
-        full = tuple((k, a.get(k, v)) for k, v in decl.attrs)
-        return instantiate(decl, types, full, earlier)
-
-    def rule(outs, ins, a):
-        for piece, _ in leaf_pieces(decl, tuple(outs) + tuple(ins), distinct=True):
-            body(piece[:n_out], piece[n_out:], a)
-        for s in decl.splits:
-            if s.reduce:
-                g = table[s.reduce]
-                try:
-                    g.rule(list(outs), list(outs) * 2, g.full_attrs({}))
-                except RuleBroken as e:
-                    raise RuleBroken(f"{decl.name}: reduction '{s.reduce}' does not combine its "
-                                     f"partial results: {e.message}") from None
-
-    def work(outs, ins, a):
-        total = []
-        for piece, _ in leaf_pieces(decl, tuple(outs) + tuple(ins)):
-            total += _work(body(piece[:n_out], piece[n_out:], a), table)
-        return total
-
-    def ops(outs, ins, a):
-        return sum(n for _, n in work(outs, ins, a))
-
-    def semantics(inputs, a, out_types, core=None):
-        from isa.reference import NP_DTYPES, run_program
-        types = tuple(out_types) + tuple(TensorType(_dtype(x), tuple(x.shape)) for x in inputs)
-        outs = [np.zeros(t.shape, NP_DTYPES[t.dtype]) for t in out_types]
-        for piece, slices in leaf_pieces(decl, types):
-            program = body(piece[:n_out], piece[n_out:], a)
-            feeds = {o.name: x[s] for o, x, s in zip(decl.inputs, inputs, slices[n_out:])}
-            result = run_program(program, feeds, table, core)
-            for o, out, s in zip(decl.outputs, outs, slices):
-                out[s] = result[o.name]
-        return tuple(outs)
-
-    attrs = {k: AttrSpec(_attr_kind(v), v) for k, v in decl.attrs}
-    return OpSpec(decl.name, n_out, len(decl.inputs), rule, ops, "extension", attrs,
-                  f"extension declared at {decl.loc}" if decl.loc else "extension",
-                  decl=decl, ext_key=(decl, earlier), body=body, work=work, semantics=semantics,
-                  table=table)
-
-
-def _dtype(x) -> str:
-    return "i32" if x.dtype.kind in "iu" else "f32"
-
-
-def _attr_kind(v) -> str:
-    return "int" if isinstance(v, int) else "ints" if isinstance(v, tuple) else "number"
-
-
-@lru_cache(maxsize=256)
-def _table(decls: tuple) -> dict:
-    """The core opcodes and these extensions (shared: callers must not change it)."""
-    table = dict(OPCODES)
-    for i, d in enumerate(decls):
-        table[d.name] = _spec(d, tuple(decls[:i]))
-    return table
-
-
-def opcode_table(program: Program) -> dict[str, OpSpec]:
-    """The core opcodes and the program's extensions."""
-    return _table(tuple(getattr(program, "extensions", ())))
-
-
-def _work(program: Program, table: dict) -> list[tuple[str, int]]:
-    out = []
-    types = program.types
-    for ins in program.instructions:
-        spec = table[ins.opcode]
-        if spec.decl is not None:
-            ts = [types[n] for n in ins.operands]
-            out += spec.work(ts[:spec.outputs], ts[spec.outputs:], spec.full_attrs(ins.attr))
-        else:
-            out.append((spec.op_class, instruction_ops(ins, types, table)))
-    return out
-
-
-def leaf_work(spec: OpSpec, outs, ins, attrs: dict) -> list[tuple[str, int]]:
-    """(op class, ops) of everything a leaf runs for one instruction: the instruction itself, or
-    every core instruction of an extension's body (for each piece its caps allow)."""
-    if spec.decl is None:
-        return [(spec.op_class, int(spec.ops(outs, ins, attrs)))]
-    return spec.work(outs, ins, attrs)
 
 
 def leaf_pieces(decl: ExtDecl, types: tuple, distinct: bool = False):

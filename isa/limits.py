@@ -1,12 +1,8 @@
-"""Host resource limits: what the tool agrees to build or compute before it starts.
+"""Host resource limits of a program: what the tool agrees to compute before it starts.
 
-A machine or a program that would exhaust the host's memory, overflow the numbers of the cost
-model or run for hours is refused up front with a located `UserError` that names the limit and
-the environment variable that raises it:
+A program that would exhaust the host's memory or run for hours is refused up front with a
+located `UserError` that names the limit and the environment variable that raises it:
 
-    FRACTAL_MAX_DEPTH        fan-out stages of a machine                  (default 64)
-    FRACTAL_MAX_FANOUT       children per node                            (default 16384)
-    FRACTAL_MAX_LEAVES       leaves of a machine                          (default 2**64)
     FRACTAL_MAX_DATA_BYTES   host memory for a run on data (functional
                              simulation or the reference interpreter)     (default 4 GiB)
     FRACTAL_MAX_HOST_OPS     arithmetic ops such a run computes on the
@@ -16,24 +12,22 @@ the environment variable that raises it:
                              (symmetric mode: once per distinct node
                              task; exact mode: at every node)             (default 10**6)
 
-Timing-only simulation computes no data, so the last two do not apply to it. Like `errors`,
-this module imports nothing else of ours.
+Timing-only simulation computes no data, so the first two do not apply to it. The limits on the
+size of a machine (depth, fan-out, leaves) live with the machine description
+(`machine/limits.py`).
 """
 from __future__ import annotations
 
-import math
 import os
 
+from isa.checker import opcode_table
 from isa.errors import UserError
+from isa.opcodes import instruction_ops, pads
 
-__all__ = ["LIMITS", "limit", "check_machine_shape", "check_data_run", "check_plan_pieces",
-           "check_sim_pieces"]
+__all__ = ["LIMITS", "limit", "check_data_run", "check_plan_pieces", "check_sim_pieces"]
 
 #: name -> (environment variable, default, what it bounds)
 LIMITS = {
-    "depth": ("FRACTAL_MAX_DEPTH", 64, "fan-out stages of a machine"),
-    "fanout": ("FRACTAL_MAX_FANOUT", 16384, "children per node"),
-    "leaves": ("FRACTAL_MAX_LEAVES", 2**64, "leaves of a machine"),
     "data_bytes": ("FRACTAL_MAX_DATA_BYTES", 4 * 2**30, "host memory of a run on data"),
     "host_ops": ("FRACTAL_MAX_HOST_OPS", 10**12, "ops a run on data computes on the host"),
     "pieces": ("FRACTAL_MAX_PIECES", 10**6, "serial pieces of one node's task or of a simulation"),
@@ -62,26 +56,11 @@ def _over(name: str, what: str, value: int, where, hint: str | None = None,
                      f"set {var} to raise it)", where, hint=hint)
 
 
-def check_machine_shape(fanouts, where_depth, where_fanout) -> None:
-    """Refuse a machine too deep, too wide or with too many leaves to model."""
-    fanouts = list(fanouts)
-    if len(fanouts) > limit("depth"):
-        raise _over("depth", "the machine's depth is", len(fanouts), where_depth)
-    for f in fanouts:
-        if f > limit("fanout"):
-            raise _over("fanout", "a fan-out is", f, where_fanout)
-    leaves = math.prod(fanouts)
-    if leaves > limit("leaves"):
-        raise _over("leaves", "the machine's leaf count is", leaves, where_depth)
-
-
 def check_data_run(program, opcodes: dict | None = None) -> None:
     """Refuse a run on data (reference or functional) that would need more host memory or
     compute than the limits allow. Memory: every tensor, plus the largest scratch space one
     instruction may need (float64 copies of its operands, padded windows)."""
-    from isa.opcodes import instruction_ops, pads
     if opcodes is None:
-        from isa.extensions import opcode_table
         opcodes = opcode_table(program)
     types = program.types
     tensors = sum(t.type.nbytes for t in program.tensors)

@@ -14,7 +14,7 @@ from typing import Callable
 from isa.program import TensorType
 
 __all__ = ["OpSpec", "AttrSpec", "RuleBroken", "OPCODES", "REQUIRED", "conv_out", "broadcast_shape",
-           "instruction_ops", "program_ops", "sort_ops", "pads",
+           "instruction_ops", "sort_ops", "pads",
            "normalize_axis"]
 
 REQUIRED = object()
@@ -62,13 +62,12 @@ class OpSpec:
     op_class: str
     attrs: dict[str, AttrSpec] = field(default_factory=dict)
     summary: str = ""
-    # extension instructions only (isa/extensions.py): the declaration, the instantiated body of
-    # a use, its semantics, and the opcode table its body is checked against
+    # extension instructions only (isa/checker.py, `extension_spec`): the declaration, the
+    # instantiated body of a use, and the opcode table its body is checked against and runs with
     decl: object = None
     ext_key: tuple | None = None       # (declaration, earlier declarations): rebuilds this entry
     body: Callable | None = None
     work: Callable | None = None       # (op class, ops) of every core instruction a leaf runs
-    semantics: Callable | None = None
     table: dict | None = None
 
     def full_attrs(self, given: dict) -> dict:
@@ -489,12 +488,3 @@ def instruction_ops(ins, types: dict, opcodes: dict = OPCODES) -> int:
     spec = opcodes[ins.opcode]
     ts = [types[n] for n in ins.operands]
     return int(spec.ops(ts[:spec.outputs], ts[spec.outputs:], spec.full_attrs(ins.attr)))
-
-
-def program_ops(program, opcodes: dict | None = None) -> int:
-    """Arithmetic ops of a whole checked program (extensions: the ops of their bodies)."""
-    if opcodes is None:
-        from isa.extensions import opcode_table
-        opcodes = opcode_table(program)
-    types = program.types
-    return sum(instruction_ops(i, types, opcodes) for i in program.instructions)

@@ -20,9 +20,11 @@ from typing import Callable
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from isa.checker import opcode_table
 from isa.errors import InternalError, UserError, did_you_mean
+from isa.extensions import leaf_pieces
 from isa.limits import check_data_run
-from isa.opcodes import OPCODES, conv_out, pads
+from isa.opcodes import OPCODES, OpSpec, conv_out, pads
 from isa.program import Instruction, Program, TensorType
 
 __all__ = ["SEMANTICS", "NP_DTYPES", "execute_instruction", "run_reference", "generate_feeds",
@@ -213,14 +215,33 @@ SEMANTICS = {name: _quiet(fn) for name, fn in SEMANTICS.items()}
 
 # ---------------------------------------------------------------- programs
 
-def semantics_of(spec, core: dict | None = None) -> Callable:
+def semantics_of(spec: OpSpec, core: dict | None = None) -> Callable:
     """The semantics of an opcode-table entry: a core opcode's function from `core` (numpy's by
     default), or an extension's body run with the same core functions. Either returns one array
     per destination (a tuple for several)."""
     core = SEMANTICS if core is None else core
-    if spec.semantics is not None:
-        return lambda inputs, attrs, out_types: spec.semantics(inputs, attrs, out_types, core)
+    if spec.decl is not None:
+        return lambda inputs, attrs, out_types: _run_extension(spec, inputs, attrs, out_types, core)
     return core[spec.name]
+
+
+def _run_extension(spec: OpSpec, inputs, attrs: dict, out_types, core: dict) -> tuple:
+    """One use of an extension: its body, instantiated for each piece its caps allow, run on
+    that piece of the operands against the table of the extensions declared before it."""
+    decl, n_out = spec.decl, spec.outputs
+    types = tuple(out_types) + tuple(TensorType(_dtype(x), tuple(x.shape)) for x in inputs)
+    outs = [np.zeros(t.shape, NP_DTYPES[t.dtype]) for t in out_types]
+    for piece, slices in leaf_pieces(decl, types):
+        program = spec.body(piece[:n_out], piece[n_out:], attrs)
+        feeds = {o.name: x[s] for o, x, s in zip(decl.inputs, inputs, slices[n_out:])}
+        result = run_program(program, feeds, spec.table, core)
+        for o, out, s in zip(decl.outputs, outs, slices):
+            out[s] = result[o.name]
+    return tuple(outs)
+
+
+def _dtype(x: np.ndarray) -> str:
+    return "i32" if x.dtype.kind in "iu" else "f32"
 
 
 def execute_instruction(instr: Instruction, env: dict[str, np.ndarray],
@@ -268,7 +289,6 @@ def run_program(program: Program, feeds: dict[str, np.ndarray], table: dict,
 
 def run_reference(program: Program, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """Run a checked program on `feeds` (one array per input and param); return its outputs."""
-    from isa.extensions import opcode_table
     return run_program(program, feeds, opcode_table(program))
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from compiler.plan import Plan, level_counts
+from compiler.plan import Plan, PlanKind, level_counts
 from compiler.verify import plan_stats
 
 __all__ = ["Energy", "plan_energy"]
@@ -38,7 +38,7 @@ def plan_energy(plan: Plan, seconds: float, roots=None) -> Energy:
     leaf = m.levels[-1]
     for (task, level), n in counts.items():
         node = plan.table[(task, level)]
-        if node.kind == "leaf":
+        if node.kind == PlanKind.LEAF:
             compute += n * sum(ops * c.pj_per_op(cls) for cls, ops in task.work if cls != "move") * PJ
             memory += n * task.nbytes * leaf.memory_pj_per_byte * PJ   # operands read, result written
         reduction += n * (node.reduction_ops + node.child_reduction_ops) * c.elementwise_pj_per_op * PJ

@@ -11,10 +11,12 @@ Every node runs the pipeline of the instructions it receives:
     WB  the children's results come back over the links and through the port
     RD  the local functional unit combines partial results (g ops / LFU throughput)
 
-Consecutive serial pieces overlap: the memory port, the children and the LFU are each held by one
-piece at a time, in order (a transfer holds the port for its port time; its link time beyond that
-and its latency overlap other work), and at most BUFFERING pieces are in flight (the children's
-memories hold that many). A leaf runs
+The pieces, what each moves and runs, and its stage times come from the node's piece schedule
+(`compiler.schedule`), the same one the compiler's cost model estimates. Consecutive serial pieces
+overlap: the memory port, the children and the LFU are each held by one piece at a time, in order
+(a transfer holds the port for its port time; its link time beyond that and its latency overlap
+other work), and at most `buffering` pieces are in flight (the children's memories hold that many,
+a property of the children's level). A leaf runs
 its task in max(ops / its rate for the op class, bytes / its memory bandwidth) cycles; a node that
 receives a data-movement instruction runs it with its DMA at its memory port's bandwidth.
 
@@ -30,15 +32,14 @@ from dataclasses import dataclass
 
 import simpy
 
-from compiler.decompose import BUFFERING
-from compiler.plan import NodePlan, Plan, level_counts
+from compiler.plan import NodePlan, Plan, PlanKind, level_counts
+from compiler.schedule import Schedule, stage_times
 from isa.limits import check_sim_pieces
-from simulator.pieces import NodePieces
 
 __all__ = ["Engine", "StageEvent", "NodeTotals"]
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class StageEvent:
     """One stage of one piece at one node: the unit of a trace."""
     node: str           # path from the root: "0", "0.2", "0.2.1"
@@ -52,7 +53,8 @@ class StageEvent:
 
 @dataclass
 class NodeTotals:
-    """Cycles a node's stages were busy, summed over its pieces (to name what bounds it)."""
+    """What a node's stages did, summed over its pieces: busy cycles per stage (to name what
+    bounds it), and the bytes and reduction work it moved and ran (checked against the plan)."""
     cycles: int = 0
     transfer: int = 0
     latency: int = 0
@@ -61,6 +63,10 @@ class NodeTotals:
     leaf_compute: int = 0
     leaf_memory: int = 0
     slowest_child: tuple | None = None
+    bytes_down: int = 0
+    bytes_up: int = 0
+    reduction_ops: int = 0
+    child_reduction_ops: int = 0
 
 
 def _ceil(x: float) -> int:
@@ -79,6 +85,9 @@ def _pieces_per_root(plan: Plan, mode: str) -> list[int]:
 
 
 class Engine:
+    """Runs a plan: every node is a `NodeRun` process (exact), or each distinct (task, level)
+    once with its duration reused for every sibling that receives the same task (symmetric)."""
+
     def __init__(self, plan: Plan, mode: str = "symmetric", trace: bool = False):
         if mode not in ("symmetric", "exact"):
             raise ValueError(mode)
@@ -89,7 +98,7 @@ class Engine:
         self.events: list[StageEvent] | None = [] if trace else None
         self.totals: dict = {}          # (task, level) -> NodeTotals
         self._durations: dict = {}      # (task, level) -> cycles, symmetric mode
-        self._pieces: dict = {}         # (task, level) -> NodePieces
+        self._schedules: dict = {}      # (task, level) -> Schedule
 
     # ------------------------------------------------------------ public
     def instruction_cycles(self) -> list[int]:
@@ -101,7 +110,7 @@ class Engine:
 
         def program():
             for r in self.plan.roots:
-                yield env.process(self._node(env, r, "0"))
+                yield env.process(NodeRun(self, env, r, "0").run())
                 ends.append(int(env.now))
         env.process(program())
         env.run()
@@ -113,132 +122,22 @@ class Engine:
         d = self._durations.get(key)
         if d is None:
             env = simpy.Environment()
-            env.process(self._node(env, node, "0"))
+            env.process(NodeRun(self, env, node, "0").run())
             env.run()
             d = self._durations[key] = int(env.now)
         return d
 
-    def simulated_pieces(self):
-        """The piece kinds of every split node simulated so far."""
-        return self._pieces.values()
-
-    def pieces(self, node: NodePlan) -> NodePieces:
+    def schedule(self, node: NodePlan) -> Schedule:
         key = (node.task, node.level)
-        p = self._pieces.get(key)
-        if p is None:
-            p = self._pieces[key] = NodePieces(node, self.machine.levels[node.level].broadcast)
-        return p
+        s = self._schedules.get(key)
+        if s is None:
+            s = self._schedules[key] = Schedule.of(node, self.machine.levels[node.level].broadcast)
+        return s
 
-    # ------------------------------------------------------------ processes
-    def _record(self, path, node, piece, stage, start, end):
+    def record(self, path, node, piece, stage, start, end):
         if self.events is not None and end > start:
-            self.events.append(StageEvent(path, node.level, node.task.opcode, piece, stage,
-                                          int(start), int(end)))
-
-    def _node(self, env: simpy.Environment, node: NodePlan, path: str):
-        level = self.machine.levels[node.level]
-        key = (node.task, node.level)
-        totals = NodeTotals()
-        start = env.now
-        yield env.timeout(level.decode_cycles)
-        self._record(path, node, -1, "ID", start, env.now)
-        if node.kind != "split":
-            yield from self._run_locally(env, node, path, totals)
-        else:
-            yield from self._pipeline(env, node, path, totals)
-        totals.cycles = int(env.now - start)
-        totals.latency += level.decode_cycles
-        self.totals.setdefault(key, totals)
-
-    def _run_locally(self, env, node: NodePlan, path, totals: NodeTotals):
-        level = self.machine.levels[node.level]
-        task = node.task
-        memory = _ceil((node.local_bytes or task.nbytes) / level.memory_bandwidth)
-        compute = 0
-        if node.kind == "leaf":
-            compute = sum(_ceil(ops / self.machine.compute.ops_per_cycle(c))
-                          for c, ops in task.work if c != "move")
-        totals.leaf_compute, totals.leaf_memory = compute, memory
-        start = env.now
-        yield env.timeout(max(compute, memory))
-        self._record(path, node, 0, "RUN", start, env.now)
-
-    def _pipeline(self, env, node: NodePlan, path, totals: NodeTotals):
-        lv, child = self.machine.levels[node.level], self.machine.levels[node.level + 1]
-        pieces = self.pieces(node)
-        port, lfu, kids = simpy.Resource(env), simpy.Resource(env), simpy.Resource(env)
-        slots = simpy.Resource(env, capacity=BUFFERING)
-        running = []
-        for i, kind in enumerate(pieces.sequence()):
-            slot = slots.request()
-            yield slot
-            running.append(env.process(self._piece(env, node, path, i, pieces.work(kind), port, lfu,
-                                                   kids, slots, slot, lv, child, totals)))
-        yield simpy.AllOf(env, running)
-        if pieces.final_reduce_ops:
-            start = env.now
-            cycles = _ceil(pieces.final_reduce_ops / lv.lfu_ops_per_cycle)
-            yield env.timeout(cycles)
-            totals.reduce += cycles
-            self._record(path, node, len(running), "RD", start, env.now)
-
-    def _transfer(self, env, port, port_bytes, link_bytes, lv, child, totals):
-        port_cycles = _ceil(port_bytes / lv.memory_bandwidth)
-        link_cycles = _ceil(link_bytes / child.link_bandwidth)
-        with port.request() as req:
-            yield req
-            yield env.timeout(port_cycles)
-        yield env.timeout(max(0, link_cycles - port_cycles) + child.link_latency)
-        totals.transfer += max(port_cycles, link_cycles)
-        totals.latency += child.link_latency
-
-    def _piece(self, env, node, path, i, work, port, lfu, kids, slots, slot, lv, child, totals):
-        start = env.now
-        yield from self._transfer(env, port, work.load_bytes, work.load_link_bytes, lv, child, totals)
-        self._record(path, node, i, "LD", start, env.now)
-        with kids.request() as req:
-            yield req
-            start = env.now
-            yield from self._execute(env, node, path, i, work, totals)
-            totals.execute += int(env.now - start)
-            if work.child_reduce_max:       # each child adds this partial to the one it keeps
-                cycles = _ceil(work.child_reduce_max / child.lfu_ops_per_cycle)
-                yield env.timeout(cycles)
-                totals.reduce += cycles
-            self._record(path, node, i, "EX", start, env.now)
-        if work.store_bytes:
-            start = env.now
-            yield from self._transfer(env, port, work.store_bytes, work.store_link_bytes, lv, child,
-                                      totals)
-            self._record(path, node, i, "WB", start, env.now)
-        if work.reduce_ops:
-            with lfu.request() as req:
-                yield req
-                start = env.now
-                cycles = _ceil(work.reduce_ops / lv.lfu_ops_per_cycle)
-                yield env.timeout(cycles)
-                totals.reduce += cycles
-                self._record(path, node, i, "RD", start, env.now)
-        slots.release(slot)
-
-    def _execute(self, env, node: NodePlan, path, i, work, totals: NodeTotals):
-        children = [self.plan.node(t, node.level + 1) for t, _ in work.children]
-        if self.mode == "symmetric":
-            durations = [self.duration(c) for c in children]
-            yield env.timeout(max(durations))
-        else:
-            procs, j = [], 0
-            for c, (_, n) in zip(children, work.children):
-                for _ in range(n):
-                    procs.append(env.process(self._node(env, c, f"{path}.{j}")))
-                    j += 1
-            yield simpy.AllOf(env, procs)
-            durations = [self.totals[(c.task, c.level)].cycles for c in children]
-        # both modes name the same slowest child: the first of the longest, over all pieces
-        slowest = max(range(len(children)), key=durations.__getitem__)
-        if totals.slowest_child is None or durations[slowest] > totals.slowest_child[1]:
-            totals.slowest_child = ((children[slowest].task, children[slowest].level),
-                                    durations[slowest])
+            self.events.append(StageEvent(node=path, level=node.level, opcode=node.task.opcode,
+                                          piece=piece, stage=stage, start=int(start), end=int(end)))
 
     # ------------------------------------------------------------ analysis
     def bound(self, node: NodePlan) -> str:
@@ -247,9 +146,9 @@ class Engine:
         t = self.totals.get((node.task, node.level))
         if t is None:
             return "latency"
-        if node.kind == "leaf":
+        if node.kind == PlanKind.LEAF:
             return "compute" if t.leaf_compute >= t.leaf_memory else "bandwidth"
-        if node.kind == "local":
+        if node.kind == PlanKind.LOCAL:
             return "bandwidth"
         stages = {"execute": t.execute, "bandwidth": t.transfer, "latency": t.latency,
                   "reduction": t.reduce}
@@ -257,3 +156,119 @@ class Engine:
         if top == "execute" and t.slowest_child is not None:
             return self.bound(self.plan.node(*t.slowest_child[0]))
         return top
+
+
+class NodeRun:
+    """One node running one task, in SimPy's machine-shop shape: its shared resources (the memory
+    port, the children, the LFU, and the piece buffers of the children's memories) and the
+    processes that hold them, one per serial piece."""
+
+    def __init__(self, engine: Engine, env: simpy.Environment, node: NodePlan, path: str):
+        self.engine, self.env, self.node, self.path = engine, env, node, path
+        machine = engine.machine
+        self.level = machine.levels[node.level]
+        self.child = machine.levels[node.level + 1] if node.kind == PlanKind.SPLIT else None
+        self.totals = NodeTotals()
+
+    def run(self):
+        """ID, then the node's own run (leaf or DMA) or its pipeline of pieces."""
+        env, lv = self.env, self.level
+        start = env.now
+        yield env.timeout(lv.decode_cycles)
+        self.engine.record(self.path, self.node, -1, "ID", start, env.now)
+        yield from (self._pipeline() if self.node.kind == PlanKind.SPLIT else self._run_locally())
+        self.totals.cycles = int(env.now - start)
+        self.totals.latency += lv.decode_cycles
+        self.engine.totals.setdefault((self.node.task, self.node.level), self.totals)
+
+    def _run_locally(self):
+        node, task = self.node, self.node.task
+        memory = _ceil((node.local_bytes or task.nbytes) / self.level.memory_bandwidth)
+        compute = 0
+        if node.kind == PlanKind.LEAF:
+            compute = sum(_ceil(ops / self.engine.machine.compute.ops_per_cycle(c))
+                          for c, ops in task.work if c != "move")
+        self.totals.leaf_compute, self.totals.leaf_memory = compute, memory
+        start = self.env.now
+        yield self.env.timeout(max(compute, memory))
+        self.engine.record(self.path, node, 0, "RUN", start, self.env.now)
+
+    def _pipeline(self):
+        env = self.env
+        schedule = self.engine.schedule(self.node)
+        self.port, self.lfu, self.kids = (simpy.Resource(env) for _ in range(3))
+        self.buffers = simpy.Resource(env, capacity=self.child.buffering)
+        running = []
+        for i, kind in enumerate(schedule.sequence()):
+            buffer = self.buffers.request()
+            yield buffer
+            running.append(env.process(self._piece(i, schedule, kind, buffer)))
+        yield simpy.AllOf(env, running)
+        if schedule.final_reduce_ops:
+            start = env.now
+            cycles = _ceil(schedule.final_reduce_ops / self.level.lfu_ops_per_cycle)
+            yield env.timeout(cycles)
+            self.totals.reduce += cycles
+            self.totals.reduction_ops += schedule.final_reduce_ops
+            self.engine.record(self.path, self.node, len(running), "RD", start, env.now)
+
+    def _transfer(self, port_cycles: int, link_cycles: int, latency: int):
+        with self.port.request() as req:
+            yield req
+            yield self.env.timeout(port_cycles)
+        yield self.env.timeout(max(0, link_cycles - port_cycles) + latency)
+        self.totals.transfer += max(port_cycles, link_cycles)
+        self.totals.latency += latency
+
+    def _piece(self, i: int, schedule: Schedule, kind: tuple, buffer):
+        env, t = self.env, self.totals
+        work = schedule.work(kind)
+        st = stage_times(work, self.level, self.child)
+        t.bytes_down += work.load_bytes
+        t.bytes_up += work.store_bytes
+        t.reduction_ops += work.reduce_ops
+        t.child_reduction_ops += work.child_reduce_ops
+        start = env.now
+        yield from self._transfer(st.load_port, st.load_link, st.latency)
+        self.engine.record(self.path, self.node, i, "LD", start, env.now)
+        with self.kids.request() as req:
+            yield req
+            start = env.now
+            yield from self._execute(schedule.children(kind))
+            t.execute += int(env.now - start)
+            if st.child_reduce:         # each child adds this partial to the one it keeps
+                yield env.timeout(st.child_reduce)
+                t.reduce += st.child_reduce
+            self.engine.record(self.path, self.node, i, "EX", start, env.now)
+        if work.store_bytes:
+            start = env.now
+            yield from self._transfer(st.store_port, st.store_link, st.latency)
+            self.engine.record(self.path, self.node, i, "WB", start, env.now)
+        if st.reduce:
+            with self.lfu.request() as req:
+                yield req
+                start = env.now
+                yield env.timeout(st.reduce)
+                t.reduce += st.reduce
+                self.engine.record(self.path, self.node, i, "RD", start, env.now)
+        self.buffers.release(buffer)
+
+    def _execute(self, children: tuple):
+        engine, env = self.engine, self.env
+        plans = [engine.plan.node(task, self.node.level + 1) for task, _ in children]
+        if engine.mode == "symmetric":
+            durations = [engine.duration(c) for c in plans]
+            yield env.timeout(max(durations))
+        else:
+            procs, j = [], 0
+            for c, (_, n) in zip(plans, children):
+                for _ in range(n):
+                    procs.append(env.process(NodeRun(engine, env, c, f"{self.path}.{j}").run()))
+                    j += 1
+            yield simpy.AllOf(env, procs)
+            durations = [engine.totals[(c.task, c.level)].cycles for c in plans]
+        # both modes name the same slowest child: the first of the longest, over all pieces
+        slowest = max(range(len(plans)), key=durations.__getitem__)
+        if self.totals.slowest_child is None or durations[slowest] > self.totals.slowest_child[1]:
+            self.totals.slowest_child = ((plans[slowest].task, plans[slowest].level),
+                                         durations[slowest])

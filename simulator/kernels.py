@@ -27,6 +27,7 @@ from typing import Callable
 import numpy as np
 from llvmlite.binding import add_symbol
 from numba import njit, prange, types
+from scipy.linalg.cython_blas import __pyx_capi__
 
 from isa.errors import InternalError
 from isa.opcodes import OPCODES, conv_out, pads
@@ -51,7 +52,6 @@ def _blas_sgemm() -> types.ExternalFunction:
     """scipy's Fortran BLAS sgemm (the BLAS numba's own np.dot calls), registered under a symbol
     name so that kernels calling it can be cached on disk. Every argument is a pointer, passed as
     an integer address."""
-    from scipy.linalg.cython_blas import __pyx_capi__
     get_name = ctypes.pythonapi.PyCapsule_GetName
     get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
@@ -403,7 +403,7 @@ def _matmul(ins, a, t):
     return _matmul_k(_c(ins[0], np.float32), _c(ins[1], np.float32))
 
 
-def _rows(x) -> np.ndarray:
+def _sgemm_rows(x) -> np.ndarray:
     """x as float32 rows with unit element stride, as sgemm reads them (a view where it is one)."""
     ok = (x.dtype == np.float32 and x.strides[1] == 4 and x.strides[0] % 4 == 0
           and x.strides[0] >= 4 * max(1, x.shape[1]))
@@ -411,7 +411,7 @@ def _rows(x) -> np.ndarray:
 
 
 def _matmul_tiles(ins, a, tiles, out):
-    x, w = _rows(ins[0]), _rows(ins[1])
+    x, w = _sgemm_rows(ins[0]), _sgemm_rows(ins[1])
     if not (out.dtype == np.float32 and out.strides[1] == 4 and out.flags.writeable):
         raise InternalError("batched leaves write float32 rows", "matmul", f"{out.strides}")
     _matmul_tiles_k(x.ctypes.data, x.strides[0] // 4, w.ctypes.data, w.strides[0] // 4,

@@ -3,12 +3,15 @@ from __future__ import annotations
 
 import time
 
+from threadpoolctl import threadpool_limits
+
 from compiler.execute import execute_plan
-from compiler.plan import Plan, level_counts
+from compiler.plan import Plan, PlanKind, level_counts
 from compiler.verify import compulsory_bytes, plan_stats
 from isa.errors import InternalError, UserError
 from simulator.energy import plan_energy
 from simulator.engine import Engine
+from simulator.kernels import LEAF_BATCH_KERNELS, LEAF_KERNELS
 from simulator.report import InstructionReport, Report, check_report
 
 __all__ = ["simulate", "compute_outputs", "EXACT_MODE_LIMIT"]
@@ -69,27 +72,20 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
 def compute_outputs(plan: Plan, feeds: dict) -> dict:
     """The leaves compute the outputs, each leaf kernel on one thread: a leaf is one accelerator,
     and BLAS thread pools started inside thousands of small leaf products only contend."""
-    from threadpoolctl import threadpool_limits
-    from simulator.kernels import LEAF_BATCH_KERNELS, LEAF_KERNELS
     with threadpool_limits(1, user_api="blas"):
         return execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS)
 
 
 def _check_pieces(engine: Engine) -> None:
-    """The simulated pieces move exactly the bytes and reduction work the plan counted."""
-    for pieces in engine.simulated_pieces():
-        node = pieces.node
-        task, level = node.task, node.level
-        down = up = red = kept = 0
-        for kind, n in pieces.counts().items():
-            w = pieces.work(kind)
-            down += n * w.load_bytes
-            up += n * w.store_bytes
-            red += n * w.reduce_ops
-            kept += n * w.child_reduce_ops
-        red += pieces.final_reduce_ops
+    """The pieces the engine stepped through move exactly the bytes and reduction work the plan
+    counted for their node (conserved bytes and ops)."""
+    for (task, level), t in engine.totals.items():
+        node = engine.plan.node(task, level)
+        if node.kind != PlanKind.SPLIT:
+            continue
+        done = (t.bytes_down, t.bytes_up, t.reduction_ops, t.child_reduction_ops)
         planned = (node.bytes_down, node.bytes_up, node.reduction_ops, node.child_reduction_ops)
-        if (down, up, red, kept) != planned:
+        if done != planned:
             raise InternalError("simulated traffic and reduction work equal the plan's",
                                 f"level {level}, {task.text()}",
-                                f"simulated {(down, up, red, kept)}, planned {planned}")
+                                f"simulated {done}, planned {planned}")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from fractal.machine import Compute, Machine, preset
+from machine import Compute, Machine, preset
 from isa import parse_program
 from isa.opcodes import OPCODES, conv_out
 

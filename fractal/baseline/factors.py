@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from isa.errors import ErrorGroup, UserError, did_you_mean
-from fractal.machine import read_toml
+from machine import read_toml
 
 __all__ = ["OP_CLASSES", "Factors", "DEFAULT_FACTORS", "factors_from_dict", "load_factors",
            "opcode_class"]

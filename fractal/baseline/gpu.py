@@ -5,7 +5,7 @@ Every number in a GPU file is a table `{ value = ..., source = "..." }`: the val
 comes from (a vendor whitepaper or datasheet with its year, or "ours:" and the reasoning for an
 estimate). Figures are per GPU; a multi-GPU system (a DGX-1) states `gpus` and an `[interconnect]`
 table. Problems are reported together, each located by its key (`v100.toml: memory_bandwidth`),
-like machine files (fractal/machine.py).
+like machine files (machine/description.py).
 """
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from isa.errors import ErrorGroup, UserError, did_you_mean
-from fractal.machine import read_toml
+from machine import read_toml
 
 __all__ = ["Gpu", "GPUS", "GPU_DIR", "load_gpu", "gpu_from_dict"]
 

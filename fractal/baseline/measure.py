@@ -23,10 +23,12 @@ from pathlib import Path
 import numpy as np
 
 from isa.errors import UserError
-from isa.extensions import leaf_pieces, opcode_table
+from isa.checker import opcode_table
+from isa.extensions import leaf_pieces
 from isa.opcodes import instruction_ops
 from isa.program import Program
 from isa import reference as _ref
+from fractal.api import load_program
 
 from fractal.baseline.factors import OP_CLASSES, Factors, opcode_class, DEFAULT_FACTORS
 from fractal.baseline.gpu import Gpu, load_gpu
@@ -40,7 +42,7 @@ DEVICES = ("cpu", "cuda")
 def need_torch():
     """The torch module, or a UserError saying how to install it."""
     try:
-        import torch
+        import torch                    # lazy: PyTorch is an optional extra (.[gpu])
     except ImportError:
         raise UserError("the measured baseline needs PyTorch: install the gpu extra: "
                         "pip install -e '.[gpu]'", "fractal baseline measure") from None
@@ -102,7 +104,7 @@ class Measurement:
 
 def _run_instruction(torch, spec, table, instr_operands, attrs, env, types, check):
     """Compute one instruction from env (torch tensors) into env."""
-    from fractal.baseline.torch_ops import run_core, TORCH_DTYPES
+    from fractal.baseline.torch_ops import run_core, TORCH_DTYPES  # lazy: torch, an extra
     dsts, srcs = instr_operands[:spec.outputs], instr_operands[spec.outputs:]
     ins = [env[s] for s in srcs]
     if spec.decl is None:
@@ -150,14 +152,13 @@ def measure(program: str | Path | Program, device: str = "cpu", *, repeat: int =
             seed: int = 0) -> Measurement:
     """Run a program with PyTorch on `device`; time every instruction (median of `repeat` runs
     after `warmup` runs). `outputs` holds the program's outputs as numpy arrays."""
-    from fractal.api import load_program
     if repeat < 1 or warmup < 1:
         raise UserError(f"repeat and warmup must be at least 1, got {repeat} and {warmup}",
                         "--repeat")
     program = load_program(program)             # the user's input is checked before the extra
     torch = need_torch()
     dev = _device(torch, device)
-    from fractal.baseline.torch_ops import TORCH_DTYPES
+    from fractal.baseline.torch_ops import TORCH_DTYPES  # lazy: torch, an optional extra
     table, types = opcode_table(program), program.types
     feeds = _feeds(program, inputs, inputs_npz, seed)
     sync = torch.cuda.synchronize if dev.type == "cuda" else (lambda: None)

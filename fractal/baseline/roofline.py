@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from isa.errors import UserError
-from isa.extensions import leaf_pieces, opcode_table
-from isa.opcodes import instruction_ops, program_ops
+from isa.checker import opcode_table, program_ops
+from isa.extensions import leaf_pieces
+from isa.opcodes import instruction_ops
 from isa.program import Program, TensorType
 
 from fractal.baseline.factors import Factors, factors_from_dict, opcode_class
@@ -169,7 +170,7 @@ def _precision(precision: str) -> str:
 def estimate(program: str | Path | Program, gpu: str | Path | Gpu, *, precision: str = "fp16",
              factors: dict | Factors | None = None) -> BaselineReport:
     """The roofline time and energy of a program on a GPU (a preset name, a .toml path or a Gpu)."""
-    from fractal.api import load_program
+    from fractal.api import load_program  # lazy: `baseline gpus` needs no compiler (~0.2 s)
     program = load_program(program)
     gpu = load_gpu(gpu)
     precision = _precision(precision)

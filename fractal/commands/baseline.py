@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import json
 
+from fractal.cli import data_args, positive_int
+from isa.errors import UserError
+
 
 def register(sub):
-    from fractal.cli import data_args, positive_int
     p = sub.add_parser("baseline", help="GPU baseline: roofline estimates, PyTorch measurements, "
                                         "GPU specifications")
     b = p.add_subparsers(dest="baseline_command", required=True)
@@ -45,7 +47,7 @@ def register(sub):
 
 
 def _estimate(args, out) -> int:
-    from fractal.baseline import estimate, load_factors
+    from fractal.baseline import estimate, load_factors  # lazy: ~10 ms at every `fractal` start
     factors = load_factors(args.factors) if args.factors else None
     report = estimate(args.file, args.gpu, precision=args.precision, factors=factors)
     if args.json:
@@ -57,7 +59,7 @@ def _estimate(args, out) -> int:
 
 
 def _measure(args, out) -> int:
-    from isa.errors import UserError
+    # lazy: numpy and the compiler (~0.2 s); every `fractal` start loads this module
     from isa.reference import save_outputs
     from fractal.baseline.measure import calibrate, measure
     if args.output and not args.calibrate_against:
@@ -92,7 +94,7 @@ def _measure(args, out) -> int:
 
 
 def _gpus(args, out) -> int:
-    from fractal.baseline import GPUS, load_gpu
+    from fractal.baseline import GPUS, load_gpu  # lazy: ~10 ms at every `fractal` start
     gpus = [load_gpu(n) for n in GPUS]
     if args.json:
         rows = []

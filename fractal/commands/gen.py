@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
-from isa.errors import UserError
+from fractal.cli import positive_int
+from isa.errors import UserError, did_you_mean
 
 
 class _Parser(argparse.ArgumentParser):
@@ -22,7 +23,6 @@ class _Parser(argparse.ArgumentParser):
 
 
 def register(sub):
-    from fractal.cli import positive_int
     p = sub.add_parser("gen", help="write the program of a workload (vgg16, resnet18, lstm, ...)",
                        description="Write the fractal assembly of a workload. "
                                    "`fractal gen NAME --help` lists NAME's parameters.")
@@ -53,8 +53,7 @@ def _int_list(text: str) -> tuple[int, ...]:
 
 def _workload_args(w, args) -> tuple[dict, str | None]:
     """The parameter values given for workload `w`, and the output path."""
-    from isa.errors import did_you_mean
-    from fractal.workloads.base import value_text
+    from fractal.workloads.base import value_text  # lazy: ~10 ms at every `fractal` start
     p = _Parser(prog=f"fractal gen {w.name}", description=w.description, allow_abbrev=False)
     p.add_argument("-o", "--output", metavar="FILE", default=args.output,
                    help="write here instead of standard output")
@@ -86,6 +85,7 @@ def _write(path: Path, text: str, where: str):
 
 
 def _gen(args, out) -> int:
+    # lazy: the workloads take ~10 ms, and every `fractal` start loads this module
     from fractal.workloads import WORKLOADS, generate, workload
     from fractal.workloads.base import value_text
     if args.list:

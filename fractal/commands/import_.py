@@ -2,7 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import zipfile
 from pathlib import Path
+
+from isa.checker import parse_program
+from isa.errors import UserError
 
 
 def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
@@ -34,8 +38,7 @@ def register(sub):
 def write_npz(path: Path, arrays: dict):
     """An .npz archive as np.savez writes it, for any array names (np.savez(f, **arrays) would
     take names such as 'file' or 'allow_pickle' as its own arguments)."""
-    import zipfile
-    import numpy as np
+    import numpy as np          # lazy: ~0.15 s, and every `fractal` start loads this module
     with zipfile.ZipFile(path, "w", zipfile.ZIP_STORED) as archive:
         for name, array in arrays.items():
             with archive.open(f"{name}.npy", "w", force_zip64=True) as f:
@@ -43,9 +46,7 @@ def write_npz(path: Path, arrays: dict):
 
 
 def run(args, out) -> int:
-    from isa.checker import parse_program
-    from isa.errors import UserError
-    from fractal.onnx_import import import_model
+    from fractal.onnx_import import import_model  # lazy: onnx takes ~1 s to import
     program = Path(args.output) if args.output else Path(args.model).with_suffix(".fasm")
     data = program.with_suffix(".npz")
     if program.suffix == ".npz" or program.resolve() == Path(args.model).resolve():

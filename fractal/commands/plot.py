@@ -1,9 +1,10 @@
 """`fractal plot`: a figure from a `fractal sweep` CSV."""
 from __future__ import annotations
 
+from fractal.plot import FORMATS, KINDS, plot
+
 
 def register(sub):
-    from fractal.plot import FORMATS, KINDS
     p = sub.add_parser("plot", help="plot a sweep CSV: speedup or efficiency against a GPU, "
                                     "throughput scaling or utilization, against machine size")
     p.add_argument("results", metavar="RESULTS.csv")
@@ -16,7 +17,6 @@ def register(sub):
 
 
 def run(args, out) -> int:
-    from fractal.plot import plot
     path = plot(args.results, args.kind, args.out, args.gpu)
     print(f"{args.kind} figure written to {path}", file=out)
     return 0

@@ -3,11 +3,15 @@ DGX-1, with the paper's headline ratios beside the geometric means."""
 from __future__ import annotations
 
 import json
+import platform
 import sys
+from datetime import date
+
+from fractal.cli import positive_int
+from isa.errors import UserError, did_you_mean
 
 
 def register(sub) -> None:
-    from fractal.cli import positive_int
     p = sub.add_parser("reproduce", help="compare f1 with a GTX 1080 Ti and f100 with a DGX-1 "
                                          "over the workload suite, beside the paper's ratios")
     p.add_argument("--batch", type=positive_int,
@@ -27,9 +31,7 @@ def register(sub) -> None:
 
 
 def run(args, out) -> int:
-    import platform
-    from datetime import date
-    from isa.errors import UserError, did_you_mean
+    # lazy: numpy, the compiler, the sweeps (~0.3 s); every `fractal` start loads this module
     from fractal import reproduce as rp
     from fractal.baseline import load_gpu
     from fractal.workloads import WORKLOADS

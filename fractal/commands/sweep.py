@@ -4,6 +4,8 @@ from __future__ import annotations
 import argparse
 import sys
 
+from fractal.cli import positive_int
+
 
 def int_range(text: str) -> tuple[int, ...]:
     """`3`, `1..4` (both ends included), `2,4,8`, or a mix: `1..3,8`; every value at least 1."""
@@ -32,7 +34,6 @@ def name_list(text: str) -> tuple[str, ...]:
 
 
 def register(sub):
-    from fractal.cli import positive_int
     p = sub.add_parser("sweep", help="run programs over a grid of machine sizes (timing only) "
                                      "into a CSV that an interrupted sweep resumes")
     p.add_argument("programs", nargs="+", metavar="PROGRAM")
@@ -55,7 +56,7 @@ def register(sub):
 
 
 def run(args, out) -> int:
-    from fractal.sweep import sweep
+    from fractal.sweep import sweep  # lazy: numpy, the compiler, tqdm (~0.3 s), not every command
     rows = sweep(args.programs, args.machine, args.depth, args.fanout, args.gpu, args.out,
                  args.workers, args.dask, progress=sys.stderr.isatty())
     failed = [r for r in rows if r["error"]]

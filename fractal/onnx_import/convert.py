@@ -2,7 +2,10 @@
 from __future__ import annotations
 
 import numpy as np
+from onnx import TensorProto, helper, numpy_helper
+from onnx.reference import ReferenceEvaluator
 
+from isa.checker import parse_program
 from isa.errors import ErrorGroup, InternalError, UserError
 from fractal.onnx_import.builder import Builder, Value, onnx_comment
 from fractal.onnx_import.load import Graph, describe_node, load_graph
@@ -35,7 +38,6 @@ class Context:
         return self.error(f"attribute {attr}={self.attr(attr)!r} is not supported: {why}")
 
     def attr(self, name: str, default=None):
-        from onnx import helper
         for a in self.node.attribute:
             if a.name == name:
                 v = helper.get_attribute_value(a)
@@ -81,13 +83,11 @@ class Context:
 
 
 def _type_name(elem_type) -> str:
-    from onnx import TensorProto
     return TensorProto.DataType.Name(elem_type) if elem_type is not None else "unknown"
 
 
 def _fold(graph: Graph, node, ins: list, ctx: Context) -> list[Value]:
     """Evaluate a node of constants with ONNX's reference implementation."""
-    from onnx.reference import ReferenceEvaluator
     feeds = {}
     for name, v in zip(node.input, ins):
         if name:
@@ -134,7 +134,6 @@ def import_model(source, input_shapes: dict | None = None) -> tuple[str, dict[st
     `input_shapes` fixes graph inputs' shapes ({name: (d0, d1, ...)}), for models whose batch
     size or other sizes are dynamic. Every unsupported node is reported at once.
     """
-    from onnx import numpy_helper
     graph = load_graph(source, input_shapes)
     g, b = graph.model.graph, Builder()
     initializers = {i.name: i for i in g.initializer}
@@ -188,7 +187,6 @@ def _header(graph: Graph) -> str:
 
 
 def _verify(text: str, where: str):
-    from isa.checker import parse_program
     try:
         parse_program(text, "<imported>")
     except UserError as e:

@@ -8,6 +8,8 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
+import onnx
+
 from isa.errors import UserError
 
 __all__ = ["Graph", "load_graph", "describe_node"]
@@ -31,7 +33,6 @@ def describe_node(node, index: int) -> str:
 
 
 def _read(source) -> tuple[object, str]:
-    import onnx
     if isinstance(source, onnx.ModelProto):
         return source, "<model>"
     path = os.fspath(source)
@@ -76,7 +77,6 @@ def _dynamic_dims(value_info) -> list[str]:
 
 def load_graph(source, input_shapes: dict | None = None) -> Graph:
     """The checked model with every graph input's shape static and every shape inferred."""
-    import onnx
     model, where = _read(source)
     model = onnx.ModelProto.FromString(model.SerializeToString())    # never edit the caller's
     if input_shapes:

@@ -67,6 +67,7 @@ def test_gpus_lists_every_preset_with_sources(capsys):
     assert "V100 GPU Architecture whitepaper" in out and "h200: 67 TFLOPS fp32" in out
 
 
+@pytest.mark.torch
 def test_measure_writes_factors_that_estimate_reads(capsys, tmp_path):
     pytest.importorskip("torch")
     factors = tmp_path / "v100-cpu.toml"

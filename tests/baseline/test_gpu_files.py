@@ -1,9 +1,13 @@
 """GPU description files: every problem reported with the key at fault."""
+from pathlib import Path
+
 import pytest
 
 from fractal.baseline import estimate, load_gpu
 from fractal.baseline.gpu import GPU_DIR
 from isa.errors import ErrorGroup, UserError
+
+MLP = Path(__file__).resolve().parents[2] / "programs" / "mlp.fasm"
 
 
 def write(tmp_path, text, name="my.toml"):
@@ -20,8 +24,8 @@ def test_a_copied_preset_loads_by_path_and_estimates(tmp_path):
     path = write(tmp_path, v100_text().replace('name = "v100"', 'name = "my-v100"'))
     gpu = load_gpu(str(path))
     assert gpu.name == "my-v100" and gpu.fp16_flops == 125e12
-    r = estimate("programs/mlp.fasm", str(path))
-    assert r.gpu == "my-v100" and r.seconds == estimate("programs/mlp.fasm", "v100").seconds
+    r = estimate(MLP, str(path))
+    assert r.gpu == "my-v100" and r.seconds == estimate(MLP, "v100").seconds
 
 
 def test_missing_source_is_located(tmp_path):

@@ -1,4 +1,5 @@
-"""The measured baseline: PyTorch execution equals the numpy reference; calibration round-trips."""
+"""The measured baseline: PyTorch execution equals the numpy reference; calibration round-trips.
+Every test but the one without torch needs the gpu extra and carries the `torch` marker."""
 import sys
 import textwrap
 from pathlib import Path
@@ -10,10 +11,15 @@ from fractal import api
 from fractal.baseline import estimate
 from isa.errors import UserError
 
-torch = pytest.importorskip("torch")
-from fractal.baseline.measure import calibrate, measure  # noqa: E402
+from fractal.baseline.measure import calibrate, measure
 
 ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def torch():
+    return pytest.importorskip("torch")
+
 
 # every core opcode once, on small shapes, plus the topk extension of programs/lib
 EVERY_OPCODE = textwrap.dedent(f"""
@@ -106,21 +112,24 @@ def same(reference: dict, measured: dict):
                                        err_msg=name)
 
 
-def test_every_opcode_equals_the_reference():
+@pytest.mark.torch
+def test_every_opcode_equals_the_reference(torch):
     m = measure(EVERY_OPCODE, "cpu", repeat=1, warmup=1, seed=3)
     same(api.reference(EVERY_OPCODE, seed=3).outputs, m.outputs)
     assert len(m.instructions) == 36 and all(i.seconds > 0 for i in m.instructions)
     assert m.seconds > 0 and m.ops == api.reference(EVERY_OPCODE, seed=3).ops
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name", ["mlp", "cnn", "kmeans_step", "knn", "softmax", "naive_bayes"])
-def test_shipped_programs_equal_the_reference(name):
+def test_shipped_programs_equal_the_reference(name, torch):
     path = ROOT / "programs" / f"{name}.fasm"
     m = measure(path, "cpu", repeat=1, warmup=1)
     same(api.reference(path).outputs, m.outputs)
 
 
-def test_gather_index_out_of_range_is_located():
+@pytest.mark.torch
+def test_gather_index_out_of_range_is_located(torch):
     text = textwrap.dedent("""
         tensor x : f32[2, 4] input
         tensor i : i32[2, 2] input
@@ -133,7 +142,8 @@ def test_gather_index_out_of_range_is_located():
     assert e.value.where.line == 5
 
 
-def test_calibrated_factors_reproduce_the_measured_time():
+@pytest.mark.torch
+def test_calibrated_factors_reproduce_the_measured_time(torch):
     # the derived factors, used in a fp32 estimate on the same description, give back the
     # measured time of every class (launch overhead included), and so the total
     m = measure(ROOT / "programs/cnn.fasm", "cpu", repeat=2, warmup=1)
@@ -147,13 +157,18 @@ def test_calibrated_factors_reproduce_the_measured_time():
                                     rel=0.02)
 
 
-def test_no_cuda_and_no_torch_are_user_errors(monkeypatch):
+@pytest.mark.torch
+def test_no_cuda_and_an_unknown_device_are_user_errors(torch):
     if not torch.cuda.is_available():
         with pytest.raises(UserError, match="no CUDA device") as e:
             measure(ROOT / "programs/mlp.fasm", "cuda")
         assert e.value.where == "--device"
     with pytest.raises(UserError, match="device must be one of cpu, cuda"):
         measure(ROOT / "programs/mlp.fasm", "tpu")
+
+
+def test_no_torch_is_a_user_error(monkeypatch):
+    # runs with or without the gpu extra: a None entry in sys.modules makes `import torch` fail
     monkeypatch.setitem(sys.modules, "torch", None)
     with pytest.raises(UserError, match=r"install the gpu extra: pip install -e '\.\[gpu\]'"):
         measure(ROOT / "programs/mlp.fasm", "cpu")

@@ -2,12 +2,14 @@
 efficiency factors given explicitly so that every number below follows from the spec sheets."""
 import math
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from fractal.baseline import GPUS, estimate, load_gpu
 from isa.errors import UserError
 
+ROOT = Path(__file__).resolve().parents[2]
 FACTORS = {"compute": {"matmul": 0.5, "elementwise": 0.5, "reduction": 0.5},
            "bandwidth": {"matmul": 0.8, "elementwise": 0.9, "reduction": 0.8},
            "interconnect": 0.75}
@@ -153,9 +155,10 @@ def test_params_only_instructions_run_replicated_without_transfers():
     assert sum(i.interconnect_bytes for i in r.instructions) == 0
 
 
-def test_every_shipped_program_estimates(tmp_path):
-    import glob
-    for path in sorted(glob.glob("programs/*.fasm")):
+def test_every_shipped_program_estimates():
+    paths = sorted((ROOT / "programs").glob("*.fasm"))
+    assert paths, f"no programs found in {ROOT / 'programs'}"
+    for path in paths:
         for gpu in ("1080ti", "dgx1-v100"):
             r = estimate(path, gpu)
             assert r.seconds > 0 and 0 < r.utilization <= 1 and r.energy_joules > 0

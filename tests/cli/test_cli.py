@@ -33,7 +33,7 @@ HEAVY_OPS = 10**9
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: p.name)
 def test_every_program_runs_on_the_reference(path):
     from isa import load_program
-    from isa.opcodes import program_ops
+    from isa.checker import program_ops
     if program_ops(load_program(path)) > HEAVY_OPS:
         res = fractal("run", path, "--timing-only", "--json")
         assert res.returncode == 0, res.stderr

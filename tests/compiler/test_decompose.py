@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from compiler import CompileError, compile_program, execute_plan, plan_stats, verify_plan
-from compiler.decompose import BUFFERING
-from fractal.machine import preset
+from machine import preset
 from isa import load_program, parse_program
-from isa.opcodes import program_ops
+from isa.checker import program_ops
 from isa.reference import generate_feeds, run_reference
 from tests.strategies import CORE_OPCODES, random_machine, random_program
 
@@ -98,7 +97,7 @@ def test_conservation(name, machine):
     # no working set exceeds its memory
     for (task, level), node in plan.table.items():
         assert task.nbytes <= (m.levels[level].memory_bytes if level == 0
-                               else m.levels[level].memory_bytes // BUFFERING)
+                               else m.levels[level].memory_bytes // m.levels[level].buffering)
 
 
 def test_matmul_k_split_reduction_by_hand():

@@ -124,7 +124,7 @@ def machine_case(rng) -> Case:
                        ["run", str(ROOT / program), "--machine", "m.toml", "--timing-only"]])
     expect = 2 if how.split(":")[0] in ("invalid-utf8", "empty", "delete-key", "unknown-key",
                                         "drop-levels", "level-not-table") else None
-    if how.startswith("delete-key") and how.endswith((".name", ".broadcast", ".note",
+    if how.startswith("delete-key") and how.endswith((".name", ".broadcast", ".buffering", ".note",
                                                       "description")):
         expect = None           # optional keys
     return Case("machine", how, argv, {"m.toml": data}, expect, "machine")
@@ -327,7 +327,7 @@ def limits_case(rng) -> Case:
 
 def _big_root() -> bytes:
     """`tiny` with a root memory of 10**30 bytes: any tensor fits, timing-only runs."""
-    from fractal.machine import preset
+    from machine import preset
     from dataclasses import replace
     m = preset("tiny")
     m = replace(m, name="bigroot", levels=(replace(m.levels[0], memory_bytes=10**30),

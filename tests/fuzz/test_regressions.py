@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from fractal.cli import main
-from isa.limits import LIMITS, limit
+from machine.limits import LIMITS, limit
 
 ROOT = Path(__file__).resolve().parents[2]
 MLP = ROOT / "programs" / "mlp.fasm"
@@ -73,7 +73,7 @@ def test_huge_fanouts_and_leaf_counts_are_refused_at_once():
 
 def test_machine_file_limits_name_the_key(tmp_path):
     from tests.strategies import machine_toml
-    from fractal.machine import preset
+    from machine import preset
     text = machine_toml(preset("tiny")).replace("fanout = 4", "fanout = 1000000000000")
     path = write(tmp_path, "wide.toml", text)
     status, _, err, _ = cli("compile", MLP, "--machine", path)
@@ -154,7 +154,7 @@ def test_exact_and_symmetric_name_the_same_bound():
     from dataclasses import replace
 
     from fractal import api
-    from fractal.machine import preset
+    from machine import preset
     m = preset("tiny").rescaled(3, (3, 1, 2))
     mems = (16777216, 1 << 30, 1 << 30, 1 << 26)
     m = replace(m, levels=tuple(replace(lv, memory_bytes=b) for lv, b in zip(m.levels, mems)))

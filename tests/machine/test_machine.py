@@ -5,8 +5,8 @@ import tomllib
 
 import pytest
 
-from fractal.machine import (OP_CLASSES, PRESET_DIR, PRESETS, Compute, Level, Machine,
-                             load_machine, machine_from_dict, preset)
+from machine import (DEFAULT_BUFFERING, OP_CLASSES, PRESET_DIR, PRESETS, Compute, Level, Machine,
+                     load_machine, machine_from_dict, preset)
 from isa.errors import ErrorGroup, UserError
 
 # A valid two-level machine; each bad case below edits one snippet of it.
@@ -163,6 +163,17 @@ def test_machine_from_dict_default_names_and_broadcast():
     assert m.levels[0].broadcast is True and m.leaf.broadcast is False
 
 
+def test_buffering_defaults_to_double_buffering_and_is_per_level(tmp_path):
+    m = load_machine(write(tmp_path, BASE))
+    assert DEFAULT_BUFFERING == 2
+    assert [lv.buffering for lv in m.levels] == [2, 2]
+    m = load_machine(write(tmp_path, edit(LEAF, LEAF + "buffering = 3\n")))
+    assert [lv.buffering for lv in m.levels] == [2, 3]
+    assert m.rescaled(3, 2).levels[-1].buffering == 3
+    for name in PRESETS:
+        assert all(lv.buffering == DEFAULT_BUFFERING for lv in preset(name).levels)
+
+
 def test_notes_are_allowed(tmp_path):
     text = edit('name = "t"\n', 'name = "t"\nnote = "top"\n')
     text = edit(ROOT, ROOT + 'note = "a level note"\n', text)
@@ -245,6 +256,25 @@ BAD = {
     "number for a boolean": (
         edit(LEAF, LEAF + "broadcast = 1\n"),
         "{f}: level[1].broadcast: error: 'broadcast' must be true or false, got 1"),
+    "zero buffering": (
+        edit(LEAF, LEAF + "buffering = 0\n"),
+        "{f}: level[1].buffering: error: 'buffering' must be positive, got 0"),
+    "negative buffering": (
+        edit(ROOT, ROOT + "buffering = -1\n"),
+        "{f}: level[0].buffering: error: 'buffering' must be positive, got -1"),
+    "float for buffering": (
+        edit(LEAF, LEAF + "buffering = 1.5\n"),
+        "{f}: level[1].buffering: error: 'buffering' must be an integer, got 1.5"),
+    "boolean for buffering": (
+        edit(LEAF, LEAF + "buffering = true\n"),
+        "{f}: level[1].buffering: error: 'buffering' must be an integer, got True"),
+    "string for buffering": (
+        edit(ROOT, ROOT + 'buffering = "double"\n'),
+        "{f}: level[0].buffering: error: 'buffering' must be an integer, got 'double'"),
+    "misspelt buffering": (
+        edit(LEAF, LEAF + "bufering = 3\n"),
+        "{f}: level[1].bufering: error: unknown key 'bufering'\n"
+        "    hint: did you mean 'buffering'?"),
     "infinite number": (
         edit("link_bandwidth = 16\nlink_latency = 100", "link_bandwidth = inf\nlink_latency = 100"),
         "{f}: level[0].link_bandwidth: error: 'link_bandwidth' must be a number, got inf"),

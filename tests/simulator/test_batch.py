@@ -1,5 +1,7 @@
 """The batched leaf path: all leaf children of one node run in one kernel call, computing each
 leaf's product from its own regions and combining them exactly as the per-leaf path does."""
+import ctypes
+
 import numpy as np
 import pytest
 
@@ -7,6 +9,7 @@ import fractal
 from compiler import compile_program, execute_plan
 from isa.checker import parse_program
 from isa.reference import generate_feeds
+from simulator import kernels
 from simulator.kernels import LEAF_BATCH_KERNELS, LEAF_KERNELS
 
 
@@ -48,3 +51,63 @@ def test_a_serial_reduction_split_accumulates_partials():
                  {"matmul": lambda i, a, t, o: (tiles.append(t), LEAF_BATCH_KERNELS["matmul"](i, a, t, o))})
     firsts = np.concatenate([t[:, -1] for t in tiles])
     assert 0 < firsts.sum() < len(firsts)       # some calls start a region, others add to it
+
+
+def _sgemm_operands(monkeypatch) -> list:
+    """Per call of the batched matmul, the (address, leading dimension) of A and of B that it
+    hands to the sgemm kernel."""
+    seen, real = [], kernels._matmul_tiles_k
+
+    def spy(a, lda, b, ldb, c, ldc, tiles):
+        seen.append(((a, lda), (b, ldb)))
+        real(a, lda, b, ldb, c, ldc, tiles)
+    monkeypatch.setattr(kernels, "_matmul_tiles_k", spy)
+    return seen
+
+
+def _reads_in_place(region: np.ndarray, address: int, ld: int) -> bool:
+    """sgemm, given (address, ld), reads the rows of `region` itself, not a copy of them."""
+    rows, cols = region.shape
+    read = np.ctypeslib.as_array((ctypes.c_float * ((rows - 1) * ld + cols)).from_address(address))
+    return (np.shares_memory(read, region) and address == region.ctypes.data
+            and ld * 4 == region.strides[0])
+
+
+def test_the_batched_matmul_reads_strided_and_read_only_regions_in_place(monkeypatch):
+    # a column block of a wider matrix (rows not contiguous) and a read-only array: both are
+    # float32 rows with unit stride, which sgemm reads where they lie
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((12, 40)).astype(np.float32)[2:10, 5:25]
+    b = rng.standard_normal((20, 6)).astype(np.float32)
+    b.setflags(write=False)
+    assert not a.flags.c_contiguous
+    seen = _sgemm_operands(monkeypatch)
+    out = np.zeros((8, 6), np.float32)
+    LEAF_BATCH_KERNELS["matmul"]([a, b], {}, np.array([[0, 8, 0, 20, 0, 20, 0, 6, 0, 8, 0, 6, 1]]),
+                                 out)
+    [((pa, lda), (pb, ldb))] = seen
+    assert _reads_in_place(a, pa, lda) and _reads_in_place(b, pb, ldb)
+    np.testing.assert_allclose(out, a.astype(np.float64) @ b, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("shape, machine", [((96, 200, 72), ("f1", 2, (3, 2))),
+                                            ((64, 512, 64), ("f1", 3, 4))])
+def test_batched_leaves_read_their_parents_regions_in_place(monkeypatch, shape, machine):
+    # below the root, a node's operands are views of its parent's (strided where the parent cut
+    # columns); every sgemm call reads those views themselves
+    program = _matmul(*shape)
+    plan = compile_program(program, fractal.build_machine(*machine))
+    feeds = generate_feeds(program, 2)
+    seen, regions = _sgemm_operands(monkeypatch), []
+
+    def recording(ins, attrs, tiles, out):
+        regions.append(ins)
+        LEAF_BATCH_KERNELS["matmul"](ins, attrs, tiles, out)
+
+    got = execute_plan(plan, feeds, LEAF_KERNELS, {"matmul": recording})["c"]
+    assert len(seen) == len(regions) > 0
+    assert any(not x.flags.c_contiguous for ins in regions for x in ins)
+    for ins, operands in zip(regions, seen):
+        for x, (address, ld) in zip(ins, operands):
+            assert _reads_in_place(x, address, ld)
+    np.testing.assert_allclose(got, feeds["a"].astype(np.float64) @ feeds["b"], rtol=1e-4, atol=1e-3)

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from compiler import compile_program
-from fractal.machine import machine_from_dict, preset
+from machine import machine_from_dict, preset
 from isa import load_program, parse_program
 from simulator.engine import Engine
 from simulator.run import simulate

@@ -6,7 +6,7 @@ import pytest
 
 import fractal
 from isa import InternalError, load_program
-from isa.opcodes import program_ops
+from isa.checker import program_ops
 from isa.reference import generate_feeds, run_reference
 from simulator.report import check_report
 from tests.compiler.test_decompose import assert_same_outputs

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = ["programs/mlp.fasm", "programs/elementwise.fasm"]
+PROGRAMS = [str(ROOT / "programs" / "mlp.fasm"), str(ROOT / "programs" / "elementwise.fasm")]
 GRID = ["--machine", "tiny", "--depth", "1..2", "--fanout", "2,4,8", "--gpu", "v100"]
 N_POINTS = 2 * 2 * 3
 

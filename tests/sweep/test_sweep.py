@@ -19,6 +19,8 @@ from isa.errors import UserError
 
 from tests.sweep.sweep_helpers import GRID, N_POINTS, PROGRAMS, ROOT, fractal
 
+MLP = PROGRAMS[0]
+
 
 def data_lines(path) -> list[str]:
     return Path(path).read_text().splitlines()[1:]
@@ -34,8 +36,8 @@ def test_rows_match_direct_runs(reference):
     for row in rows:
         assert row["leaves"] == int(row["fanout"]) ** row["depth"]
         assert row["error"] is None
-    for row in [r for r in rows if r["program"] == "programs/mlp.fasm"][::3]:
-        r = api.run(ROOT / row["program"], api.build_machine("tiny", row["depth"],
+    for row in [r for r in rows if r["program"] == MLP][::3]:
+        r = api.run(row["program"], api.build_machine("tiny", row["depth"],
                                                              int(row["fanout"])), functional=False)
         assert (row["cycles"], row["ops"], row["energy_joules"]) == (r.cycles, r.ops,
                                                                        r.energy_joules)
@@ -109,7 +111,7 @@ def test_dask_cluster_gives_the_same_rows(reference, tmp_path):
 def test_a_torn_header_is_rewritten(tmp_path):
     out = tmp_path / "results.csv"
     out.write_text(",".join(columns())[:30])
-    rows = sweep(["programs/mlp.fasm"], "tiny", 1, 4, out=out, workers=1, progress=False)
+    rows = sweep([MLP], "tiny", 1, 4, out=out, workers=1, progress=False)
     assert len(rows) == 1 and out.read_text().splitlines()[0] == ",".join(columns())
 
 
@@ -118,7 +120,7 @@ def test_a_program_that_does_not_fit_is_an_error_row(tmp_path, capsys):
     big.write_text("tensor x : f32[4096, 4096] input\ntensor y : f32[4096, 4096] output\n"
                    "relu y, x\n")
     out = tmp_path / "results.csv"
-    assert main(["sweep", str(big), "programs/mlp.fasm", "--machine", "tiny", "--depth", "1",
+    assert main(["sweep", str(big), MLP, "--machine", "tiny", "--depth", "1",
                  "--fanout", "2", "-o", str(out), "--workers", "1"]) == 0
     assert "2 runs in" in capsys.readouterr().out
     by_program = {Path(r["program"]).name: r for r in read_rows(out)}
@@ -132,7 +134,7 @@ def test_unwritable_output_exits_2_without_traceback(tmp_path):
     not_a_dir = tmp_path / "file"
     not_a_dir.write_text("x")
     for out in (not_a_dir / "results.csv", tmp_path / "missing" / "results.csv"):
-        res = fractal("sweep", "programs/mlp.fasm", "--machine", "tiny", "--depth", "1",
+        res = fractal("sweep", MLP, "--machine", "tiny", "--depth", "1",
                       "-o", out)
         assert res.returncode == 2, res.stderr
         assert "Traceback" not in res.stderr
@@ -164,14 +166,14 @@ def test_full_disk_keeps_the_rows_written_before(reference, tmp_path, monkeypatc
 def test_header_mismatch_is_refused(reference, tmp_path, capsys):
     out = tmp_path / "results.csv"
     out.write_text("a,b,c\n1,2,3\n")
-    argv = ["sweep", "programs/mlp.fasm", "--machine", "tiny", "--depth", "1", "-o", str(out)]
+    argv = ["sweep", MLP, "--machine", "tiny", "--depth", "1", "-o", str(out)]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert f"-o {out}: error: {out} exists but was not written by this sweep" in err
     assert "choose another -o or delete the file" in err
     assert out.read_text() == "a,b,c\n1,2,3\n"
     # the same file asked for other GPU columns
-    assert main(["sweep", "programs/mlp.fasm", "--machine", "tiny", "-o", str(reference)]) == 2
+    assert main(["sweep", MLP, "--machine", "tiny", "-o", str(reference)]) == 2
     assert "its header differs" in capsys.readouterr().err
 
 
@@ -210,7 +212,7 @@ def test_ranges():
     ("--workers", "0", "must be at least 1"),
 ])
 def test_bad_arguments_exit_2(flag, value, message, capsys, tmp_path):
-    argv = ["sweep", "programs/mlp.fasm", flag, value, "-o", str(tmp_path / "r.csv")]
+    argv = ["sweep", MLP, flag, value, "-o", str(tmp_path / "r.csv")]
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert flag in err and message in err
@@ -219,9 +221,9 @@ def test_bad_arguments_exit_2(flag, value, message, capsys, tmp_path):
 
 def test_bad_programs_machines_and_gpus_fail_before_the_file_is_made(tmp_path, capsys):
     out = tmp_path / "r.csv"
-    for argv, message in [(["programs/nope.fasm"], "nope.fasm"),
-                          (["programs/mlp.fasm", "--machine", "f2"], "unknown machine 'f2'"),
-                          (["programs/mlp.fasm", "--gpu", "v1000"], "unknown GPU 'v1000'")]:
+    for argv, message in [([str(ROOT / "programs" / "nope.fasm")], "nope.fasm"),
+                          ([MLP, "--machine", "f2"], "unknown machine 'f2'"),
+                          ([MLP, "--gpu", "v1000"], "unknown GPU 'v1000'")]:
         assert main(["sweep", *argv, "-o", str(out)]) == 2
         assert message in capsys.readouterr().err
         assert not out.exists()
@@ -244,7 +246,7 @@ def test_a_broken_invariant_stops_the_sweep_with_status_3(tmp_path, monkeypatch,
         raise InternalError("cycles are positive and finite", "whole program", "0 cycles")
     monkeypatch.setattr(api, "run", broken)
     out = tmp_path / "r.csv"
-    assert main(["sweep", "programs/mlp.fasm", "--machine", "tiny", "--depth", "1", "-o",
+    assert main(["sweep", MLP, "--machine", "tiny", "--depth", "1", "-o",
                  str(out), "--workers", "1"]) == 3
     assert ("invariant 'cycles are positive and finite' violated at whole program: 0 cycles"
             in capsys.readouterr().err)
@@ -253,17 +255,18 @@ def test_a_broken_invariant_stops_the_sweep_with_status_3(tmp_path, monkeypatch,
 
 def test_the_machines_own_size_listed_again_is_one_point(tmp_path):
     # tiny is depth 1, fan-out 4: "keep its own" and "4" are the same point
-    rows = sweep(["programs/mlp.fasm", "./programs/../programs/mlp.fasm"], "tiny", None,
-                 [None, 4, 2], out=tmp_path / "r.csv", workers=1, progress=False)
+    mlp = os.path.relpath(MLP)              # a relative path, as written from where the tests run
+    rows = sweep([mlp, os.path.join(".", os.path.dirname(mlp), "..", "programs", "mlp.fasm")],
+                 "tiny", None, [None, 4, 2], out=tmp_path / "r.csv", workers=1, progress=False)
     assert [(r["program"], r["depth"], r["fanout"]) for r in rows] == [
-        ("programs/mlp.fasm", 1, "2"), ("programs/mlp.fasm", 1, "4")]
+        (mlp, 1, "2"), (mlp, 1, "4")]
 
 
 def test_a_last_line_with_the_wrong_field_count_is_dropped(reference, tmp_path):
     out = tmp_path / "results.csv"
     lines = reference.read_text().splitlines(keepends=True)
-    assert lines[1].startswith("programs/elementwise.fasm,tiny,1,2,")
-    assert lines[7].startswith("programs/mlp.fasm,tiny,1,2,")
-    out.write_text(lines[0] + lines[1] + "programs/mlp.fasm,tiny,1\n")
+    assert lines[1].startswith(f"{PROGRAMS[1]},tiny,1,2,")
+    assert lines[7].startswith(f"{MLP},tiny,1,2,")
+    out.write_text(lines[0] + lines[1] + f"{MLP},tiny,1\n")
     sweep(PROGRAMS, "tiny", 1, 2, ["v100"], out, workers=1, progress=False)
     assert out.read_text() == lines[0] + lines[1] + lines[7]

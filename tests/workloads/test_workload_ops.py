@@ -1,5 +1,5 @@
 """Op counts of the generated programs against derivations written here from the published layer
-lists. `isa.opcodes.program_ops` counts a multiply-accumulate as 2 ops (docs/isa.md), so a
+lists. `isa.checker.program_ops` counts a multiply-accumulate as 2 ops (docs/isa.md), so a
 network of M multiply-accumulates has 2*M ops of class `mac`; every other op (bias, ReLU,
 pooling windows, LRN, argmax) is counted on top as the opcode table says."""
 from __future__ import annotations
@@ -8,7 +8,8 @@ import pytest
 
 import fractal
 from fractal.workloads import generate
-from isa.opcodes import OPCODES, instruction_ops, program_ops
+from isa.checker import program_ops
+from isa.opcodes import OPCODES, instruction_ops
 
 
 def _program(name, **params):

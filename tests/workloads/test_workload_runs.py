@@ -12,7 +12,7 @@ import pytest
 
 import fractal
 from fractal.workloads import WORKLOADS, generate
-from isa.opcodes import program_ops
+from isa.checker import program_ops
 from tests.workloads.helpers import SMALL, cli, feeds, gen_args
 
 ROOT = Path(__file__).resolve().parents[2]

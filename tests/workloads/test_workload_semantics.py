@@ -1,6 +1,8 @@
 """What the generated programs compute, against numpy, scipy and torch written here: the
 reference interpreter's outputs (which the simulator reproduces, test_workload_runs.py) equal an
-independent implementation of each model."""
+independent implementation of each model. The CNNs are checked against the numpy layers of
+tests/workloads/oracle.py on every run, and against torch too where it is installed
+(`pytest -m torch`)."""
 from __future__ import annotations
 
 import numpy as np
@@ -10,6 +12,7 @@ from scipy.stats import norm
 
 import fractal
 from fractal.workloads import generate
+from tests.workloads import oracle
 from tests.workloads.helpers import SMALL, feeds
 
 
@@ -99,6 +102,59 @@ def test_gaussian_nb_joint_log_likelihood():
     np.testing.assert_array_equal(out["labels"], joint.argmax(1))
 
 
+# ---------------------------------------------------------------- CNNs against the numpy oracle
+
+def _conv(d, x, name, stride=1, pad=0, groups=1, relu=True):
+    y = oracle.conv2d(x, d[f"{name}_w"], d[f"{name}_b"].reshape(-1), stride, pad, groups)
+    return oracle.relu(y) if relu else y
+
+
+def _head(d, x, names):
+    for i, name in enumerate(names):
+        x = oracle.linear(x, d[f"{name}_w"], d[f"{name}_b"])
+        if i < len(names) - 1:
+            x = oracle.relu(x)
+    return x
+
+
+def _oracle_logits(name, d):
+    x = d["images"]
+    if name == "vgg16":
+        for stage, convs in enumerate((2, 2, 3, 3, 3), 1):
+            for i in range(1, convs + 1):
+                x = _conv(d, x, f"conv{stage}_{i}", pad=1)
+            x = oracle.maxpool(x, 2, 2)
+        return _head(d, x, ["fc6", "fc7", "fc8"])
+    if name == "resnet18":
+        x = oracle.maxpool(_conv(d, x, "conv1", 2, 3), 3, 2, 1)
+        for stage in range(1, 5):
+            for block in (1, 2):
+                n, stride = f"layer{stage}_{block}", 2 if stage > 1 and block == 1 else 1
+                y = _conv(d, x, f"{n}_conv1", stride, 1)
+                y = _conv(d, y, f"{n}_conv2", 1, 1, relu=False)
+                short = _conv(d, x, f"{n}_down", stride, relu=False) if f"{n}_down_w" in d else x
+                x = oracle.relu(y + short)
+        return _head(d, oracle.avgpool(x, x.shape[2], 1), ["fc"])
+    x = oracle.maxpool(oracle.lrn(_conv(d, x, "conv1", 4, 2), 5, 1e-4, 0.75, 2.0), 3, 2)
+    x = oracle.maxpool(oracle.lrn(_conv(d, x, "conv2", 1, 2, groups=2), 5, 1e-4, 0.75, 2.0), 3, 2)
+    x = _conv(d, x, "conv3", 1, 1)
+    x = _conv(d, x, "conv4", 1, 1, groups=2)
+    x = oracle.maxpool(_conv(d, x, "conv5", 1, 1, groups=2), 3, 2)
+    return _head(d, x, ["fc6", "fc7", "fc8"])
+
+
+def _same_logits(out, logits):
+    assert np.abs(logits).max() > 0.1                        # the data keeps a signal to compare
+    np.testing.assert_allclose(out["logits"], logits, rtol=1e-4, atol=1e-4 * np.abs(logits).max())
+    np.testing.assert_array_equal(out["labels"], logits.argmax(1))
+
+
+@pytest.mark.parametrize("name", ["vgg16", "resnet18", "alexnet"])
+def test_cnn_logits_equal_the_numpy_oracle(name):
+    d, out = _run(name, seed=1)
+    _same_logits(out, _oracle_logits(name, d))
+
+
 # ---------------------------------------------------------------- CNNs against torch
 
 def _torch_conv(F, torch, d, x, name, stride=1, pad=0, groups=1, relu=True):
@@ -116,6 +172,7 @@ def _torch_head(torch, d, x, names):
     return x.numpy()
 
 
+@pytest.mark.torch
 @pytest.mark.parametrize("name", ["vgg16", "resnet18", "alexnet"])
 def test_cnn_logits_equal_torch(name):
     torch = pytest.importorskip("torch")
@@ -147,6 +204,4 @@ def test_cnn_logits_equal_torch(name):
         x = _torch_conv(F, torch, d, x, "conv4", 1, 1, groups=2)
         x = F.max_pool2d(_torch_conv(F, torch, d, x, "conv5", 1, 1, groups=2), 3, 2)
         logits = _torch_head(torch, d, x, ["fc6", "fc7", "fc8"])
-    assert np.abs(logits).max() > 0.1                        # the data keeps a signal to compare
-    np.testing.assert_allclose(out["logits"], logits, rtol=1e-4, atol=1e-4 * np.abs(logits).max())
-    np.testing.assert_array_equal(out["labels"], logits.argmax(1))
+    _same_logits(out, logits)

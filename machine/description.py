@@ -5,8 +5,9 @@
 `prod(fanouts)` leaves. The leaf level also states its compute throughput per op class.
 
 Machine files are TOML, validated as a whole (every problem reported at once, each with its key
-path) and then built into frozen dataclasses. This module imports nothing else of ours but the
-error types and the size limits, so every layer may use it.
+path) and then built into frozen dataclasses; the shipped presets are in `machine/presets/`. The
+machine package imports nothing of ours but the error types (`isa/errors.py`), so the compiler,
+the simulator and the front end may all use it.
 """
 from __future__ import annotations
 
@@ -17,14 +18,16 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from isa.errors import ErrorGroup, UserError, did_you_mean
-from isa.limits import check_machine_shape
+from machine.limits import check_machine_shape
 
 __all__ = ["Level", "Compute", "Machine", "load_machine", "machine_from_dict", "preset",
-           "PRESETS", "OP_CLASSES"]
+           "read_toml", "PRESETS", "PRESET_DIR", "OP_CLASSES", "DEFAULT_BUFFERING"]
 
 OP_CLASSES = ("mac", "elementwise", "compare")
-PRESET_DIR = Path(__file__).parent / "machines"
+PRESET_DIR = Path(__file__).parent / "presets"
 PRESETS = ("tiny", "f1", "f100")
+#: pieces in flight in a node's memory unless its level says otherwise: double buffering
+DEFAULT_BUFFERING = 2
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,8 @@ class Level:
     link_pj_per_byte: float     # energy per byte over the link to the parent
     static_watts: float         # static power of one node of this level
     broadcast: bool = True      # the node can send one operand to all children at once
+    buffering: int = DEFAULT_BUFFERING  # pieces in flight in a node's memory (2: one executing,
+                                        # one loading); the root's is unused: it has no parent
 
 
 @dataclass(frozen=True)
@@ -160,7 +165,9 @@ _LEVEL_KEYS = {
     "lfu_ops_per_cycle": (_NUM, True), "memory_pj_per_byte": (_NUM, False),
     "link_pj_per_byte": (_NUM, False), "static_watts": (_NUM, False),
 }
-_LEVEL_OPTIONAL = {"name": _STR, "broadcast": _BOOL, "note": _STR, "compute": "a table"}
+# key: kind, or (kind, must be positive) for an optional number
+_LEVEL_OPTIONAL = {"name": _STR, "broadcast": _BOOL, "buffering": (_INT, True), "note": _STR,
+                   "compute": "a table"}
 _COMPUTE_KEYS = {f.name: (_NUM, not f.name.endswith("pj_per_op")) for f in fields(Compute)}
 _TOP_KEYS = {"name": _STR, "frequency_hz": _NUM, "description": _STR, "level": "an array of tables",
              "note": _STR}
@@ -187,17 +194,21 @@ def _check_table(table: dict, required: dict, optional: dict, path: str, where, 
         if key not in table:
             errors.append(UserError(f"missing key '{key}' ({kind})", where(f"{path}{key}")))
             continue
-        v = table[key]
-        if not _kind_ok(v, kind):
-            errors.append(UserError(f"'{key}' must be {kind}, got {v!r}", where(f"{path}{key}")))
-        elif positive and v <= 0:
-            errors.append(UserError(f"'{key}' must be positive, got {v}", where(f"{path}{key}")))
-        elif not positive and v < 0:
-            errors.append(UserError(f"'{key}' must not be negative, got {v}", where(f"{path}{key}")))
-    for key, kind in optional.items():
-        if key in table and key != "compute" and not _kind_ok(table[key], kind):
-            errors.append(UserError(f"'{key}' must be {kind}, got {table[key]!r}",
-                                    where(f"{path}{key}")))
+        _check_value(key, table[key], kind, positive, where(f"{path}{key}"), errors)
+    for key, spec in optional.items():
+        if key in table and key != "compute":
+            kind, positive = spec if isinstance(spec, tuple) else (spec, None)
+            _check_value(key, table[key], kind, positive, where(f"{path}{key}"), errors)
+
+
+def _check_value(key: str, v, kind: str, positive: bool | None, at: str, errors: list):
+    """`v` is of `kind` and, for a number, positive (True) or non-negative (False)."""
+    if not _kind_ok(v, kind):
+        errors.append(UserError(f"'{key}' must be {kind}, got {v!r}", at))
+    elif positive is True and v <= 0:
+        errors.append(UserError(f"'{key}' must be positive, got {v}", at))
+    elif positive is False and v < 0:
+        errors.append(UserError(f"'{key}' must not be negative, got {v}", at))
 
 
 def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
@@ -264,6 +275,7 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
             name=lv.get("name", "leaf" if i == last else f"level{i}"),
             fanout=0 if i == last else lv["fanout"],
             broadcast=lv.get("broadcast", True),
+            buffering=lv.get("buffering", DEFAULT_BUFFERING),
             **{k: lv[k] for k in _LEVEL_KEYS if k != "fanout"}))
     compute = Compute(**{k: float(v) for k, v in raw_levels[-1]["compute"].items() if k != "note"})
     return Machine(name=data["name"], frequency_hz=float(freq), levels=tuple(levels),

@@ -1,0 +1,440 @@
+"""The piece schedule of a split node: the one statement of what a node emits and moves.
+
+A node that splits a task cuts every axis `a` of its iteration space into `pieces[a]` balanced
+serial ranges and each of those into `ways[a]` balanced parts for its children. The node runs the
+serial pieces one after another, in row-major order of the axes with a reduction axis innermost,
+so that the pieces adding up to one region of the output follow each other.
+
+Pieces differ only at remainders and at the borders of windows, so they fall into a handful of
+*kinds*: a piece's kind is, per axis, the signature of its child ranges (their extents and window
+clipping), plus, along a reduction axis, whether it is the first or last piece of that axis. What a
+piece moves and runs (`PieceWork`) is computed once per kind; everything else sums kinds times
+their counts:
+
+- the plan builder (`compiler.decompose`) takes a split's totals and distinct child tasks;
+- the compiler's cost model ranks candidate splits by `Schedule.estimate`, the pipeline of the
+  same stage times the simulator runs;
+- the simulator (`simulator.engine`) steps through `Schedule.sequence`, one piece at a time;
+- the numpy plan executor (`compiler.execute`) walks `Schedule.calls`, every child call in order.
+
+**Kept partial results** (`kept_axis`, the only place this rule is written): when exactly one
+reduction axis is cut and its reduction is not a merge of sorted runs, every child keeps its
+partial result across the serial pieces of one output region, adds each later partial into it on
+its own LFU, and writes it back once, after the last piece of that region; the node's LFU then
+combines only the partials of its parallel ways. Otherwise every child part's result comes back
+and the node combines them all (a merge waits for every run and merges them at the end).
+"""
+from __future__ import annotations
+
+import functools
+import itertools
+import math
+from dataclasses import dataclass
+
+from compiler.rules import (MERGES, AccessMap, DimKind, Task, access_map, combine_ops, merge_ops,
+                            split_ranges, sub_task)
+from isa.program import TensorType
+
+__all__ = ["PieceWork", "StageTimes", "Schedule", "kept_axis", "stage_times"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class PieceWork:
+    """What one serial piece of a kind moves and runs."""
+    load_bytes: int             # read through the node's memory port (a shared operand once if broadcast)
+    load_link_bytes: int        # over the busiest child's link
+    groups: tuple               # per axis, the child ranges grouped: ((start, extent, count), ...)
+    widest: tuple               # the child boxes that may take a child longest:
+                                # ((starts, extents, how many children), ...)
+    reduce_ops: int             # g work on the node's LFU for this piece
+    store_bytes: int            # written back through the port (0 while children keep partials)
+    store_link_bytes: int       # over the busiest child's link
+    child_reduce_ops: int = 0   # g work on the children's LFUs, adding to the partials they keep
+    child_reduce_max: int = 0   # the most of it one child does
+
+    @functools.cached_property
+    def boxes(self) -> tuple:
+        """The distinct child boxes: ((starts, extents, how many children), ...)."""
+        return _boxes(self.groups, itertools.product(*[range(len(gs)) for gs in self.groups]))
+
+    @property
+    def busy(self) -> int:
+        """How many children the piece gives work to."""
+        return math.prod(sum(g[2] for g in gs) for gs in self.groups)
+
+
+def _boxes(groups, combos) -> tuple:
+    return tuple((tuple(groups[a][g][0] for a, g in enumerate(c)),
+                  tuple(groups[a][g][1] for a, g in enumerate(c)),
+                  math.prod(groups[a][g][2] for a, g in enumerate(c))) for c in combos)
+
+
+@dataclass(frozen=True, kw_only=True)
+class StageTimes:
+    """Cycles of one piece's stages (docs/simulator.md): a transfer holds the parent's memory
+    port for its port cycles; its link cycles beyond those and the link latency overlap other
+    work. `execute` is the slowest child plus the children's adding into kept partials."""
+    load_port: int
+    load_link: int
+    store_port: int
+    store_link: int
+    latency: int                # link latency, paid by a load and by a store
+    child_reduce: int           # a child adding this partial into the one it keeps
+    reduce: int                 # the node's LFU combining the children's results
+
+    @property
+    def load(self) -> int:
+        return max(self.load_port, self.load_link) + self.latency
+
+    @property
+    def store(self) -> int:
+        return max(self.store_port, self.store_link) + self.latency if self.store_port else 0
+
+
+def _ceil(x: float) -> int:
+    return int(math.ceil(x - 1e-9))
+
+
+def stage_times(work: PieceWork, node, child) -> StageTimes:
+    """The stage cycles of a piece between a node's level and its children's level."""
+    return StageTimes(
+        load_port=_ceil(work.load_bytes / node.memory_bandwidth),
+        load_link=_ceil(work.load_link_bytes / child.link_bandwidth),
+        store_port=_ceil(work.store_bytes / node.memory_bandwidth),
+        store_link=_ceil(work.store_link_bytes / child.link_bandwidth) if work.store_bytes else 0,
+        latency=child.link_latency,
+        child_reduce=_ceil(work.child_reduce_max / child.lfu_ops_per_cycle),
+        reduce=_ceil(work.reduce_ops / node.lfu_ops_per_cycle))
+
+
+def kept_axis(amap: AccessMap, parts: list[int]) -> int | None:
+    """The reduction axis whose partial results the children keep across serial pieces, or None.
+    `parts[a]` is how many child ranges axis a is cut into over all pieces."""
+    cut = [a for a, ax in enumerate(amap.axes) if ax.reduce and parts[a] > 1]
+    if len(cut) == 1 and amap.axes[cut[0]].reduce not in MERGES:
+        return cut[0]
+    return None
+
+
+@dataclass(frozen=True)
+class _AxisKind:
+    start: int                  # the first piece of this kind: its start and extent
+    extent: int
+    groups: tuple               # its child ranges grouped by signature: ((start, extent, count), ...)
+    first: bool                 # the axis's first piece (tracked along reduction axes only)
+    last: bool
+    sig: tuple                  # what the work of a piece depends on: equal for equal work
+    lengths: tuple              # per group, per operand: its region's length along this axis
+    widest: tuple               # the groups whose boxes may be the largest (the first suffices
+                                # when no window is clipped: the longest range)
+
+
+class _Axis:
+    """The serial pieces of one axis, as runs of pieces of one kind, in order."""
+
+    def __init__(self, amap: AccessMap, a: int, pieces: int, ways: int):
+        axis = amap.axes[a]
+        self.windows = [d for ds in amap.operands for d in ds if d.axis == a and d.kind == DimKind.WINDOW]
+        self.operands = [[d for d in ds if d.axis == a] for ds in amap.operands]
+        self.ways = ways
+        q, r = divmod(axis.size, pieces)
+        n = r + (pieces - r if q else 0)            # the non-empty pieces
+        self.kinds: list[_AxisKind] = []
+        self.runs: list[tuple[int, int]] = []       # (kind id, how many consecutive pieces)
+        self._seen: dict = {}
+        self._q, self._r = q, r
+        ends = axis.reduce is not None              # first and last pieces matter to a reduction
+        lo = 0                                      # pieces clipped by a window's border ...
+        while lo < n and (lo == 0 or not self._interior(*self._range(lo))):
+            lo += 1
+        hi = n
+        while hi > lo and (hi == n or not self._interior(*self._range(hi - 1))):
+            hi -= 1
+        for i in range(lo):                         # ... each get their own signature
+            self._add(i, 1, (i == 0, i == n - 1) if ends else (False, False))
+        for i, j in ((lo, min(r, hi)), (max(r, lo), hi)):   # unclipped, of one extent each
+            if j > i:
+                self._add(i, j - i, (False, False))
+        for i in range(hi, n):
+            self._add(i, 1, (False, i == n - 1) if ends else (False, False))
+        self.parts = r * min(ways, q + 1) + (n - r) * min(ways, q)
+        self.slots = min(ways, q + 1 if r else q)   # child ranges of the longest piece
+
+    def _range(self, i: int) -> tuple[int, int]:
+        q, r = self._q, self._r
+        return (i * (q + 1), q + 1) if i < r else (r * (q + 1) + (i - r) * q, q)
+
+    def _add(self, i: int, count: int, flags: tuple):
+        ps, pe = self._range(i)
+        interior = self._interior(ps, pe)
+        groups = None
+        key = (pe, flags)
+        if not interior:
+            groups = self._groups(ps, pe, interior)
+            key = (tuple((e, n) + self._shape(s, e) for s, e, n in groups), flags)
+        k = self._seen.get(key)
+        if k is None:
+            k = self._seen[key] = len(self.kinds)
+            groups = groups or self._groups(ps, pe, interior)
+            sig = (pe, flags, tuple((e, n) + self._shape(s, e) for s, e, n in groups))
+            lengths = tuple(tuple(self._length(dims, s, e) for dims in self.operands)
+                            for s, e, _ in groups)
+            widest = (0,) if interior else tuple(range(len(groups)))
+            self.kinds.append(_AxisKind(ps, pe, groups, *flags, sig, lengths, widest))
+        if self.runs and self.runs[-1][0] == k:
+            self.runs[-1] = (k, self.runs[-1][1] + count)
+        else:
+            self.runs.append((k, count))
+
+    @property
+    def ids(self) -> list[int]:
+        """The kind of every piece, in order."""
+        return [k for k, n in self.runs for _ in range(n)]
+
+    @staticmethod
+    def _length(dims, start: int, extent: int) -> int:
+        n = 1
+        for d in dims:
+            lo, hi, _, _ = d.region(start, extent)
+            n *= hi - lo
+        return n
+
+    def _interior(self, start: int, extent: int) -> bool:
+        """Whether no window of this axis is clipped by a tensor border in this piece."""
+        return all(start * d.stride >= d.pad_lo and
+                   (start + extent - 1) * d.stride - d.pad_lo + d.kernel <= d.size
+                   for d in self.windows)
+
+    def _shape(self, start: int, extent: int) -> tuple:
+        return tuple((lambda r: (r[1] - r[0], r[2], r[3]))(d.region(start, extent))
+                     for d in self.windows)
+
+    def _groups(self, ps: int, pe: int, interior: bool) -> tuple:
+        """The piece's child ranges grouped by signature: ((start, extent, count), ...)."""
+        if interior:        # balanced parts: at most two extents, none clipped
+            q, r = divmod(pe, self.ways)
+            return tuple(g for g in ((ps, q + 1, r), (ps + r * (q + 1), q, self.ways - r))
+                         if g[1] and g[2])
+        groups: dict = {}
+        for s, e in split_ranges(pe, self.ways):
+            sig = (e,) + self._shape(ps + s, e)
+            if sig in groups:
+                groups[sig][2] += 1
+            else:
+                groups[sig] = [ps + s, e, 1]
+        return tuple(tuple(g) for g in groups.values())
+
+
+class Schedule:
+    """The serial pieces of a task split `pieces` x `ways` per axis, grouped into kinds."""
+
+    def __init__(self, task: Task, amap: AccessMap, pieces, ways, broadcast: bool, axes=None,
+                 memo: dict | None = None):
+        """`axes` and `memo` let schedules of one task share per-axis kinds and piece work (the
+        compiler's search builds many)."""
+        self.task, self.amap, self.broadcast = task, amap, broadcast
+        self.memo = {} if memo is None else memo
+        self.pieces, self.ways = tuple(pieces), tuple(ways)
+        self.axes = axes or [_Axis(amap, a, n, p) for a, (n, p) in enumerate(zip(pieces, ways))]
+        self.n_out = task.spec.outputs
+        self.red_axes = [a for a, ax in enumerate(amap.axes) if ax.reduce]
+        parts = [ax.parts for ax in self.axes]
+        cut = [a for a in self.red_axes if parts[a] > 1]
+        self.reduce = amap.axes[cut[0]].reduce if cut else None     # the g this split needs
+        self.kept = kept_axis(amap, parts)
+        # loop order, outermost first: a reduction axis innermost
+        self.order = sorted(range(len(self.axes)), key=lambda a: amap.axes[a].reduce is not None)
+        self._work: dict = {}
+        self.final_reduce_ops = 0
+        if self.reduce in MERGES:       # all runs come back, and are merged once at the end
+            out = task.outputs[0]
+            runs = math.prod(parts[a] for a in self.red_axes)
+            self.final_reduce_ops = merge_ops(out.size // out.shape[-1], out.shape[-1], runs)
+
+    @classmethod
+    def of(cls, node, broadcast: bool) -> "Schedule":
+        """The schedule of a split NodePlan."""
+        return cls(node.task, access_map(node.task), [s.pieces for s in node.splits],
+                   [s.ways for s in node.splits], broadcast)
+
+    # ------------------------------------------------------------ pieces
+    @property
+    def count(self) -> int:
+        return math.prod(sum(n for _, n in ax.runs) for ax in self.axes)
+
+    def sequence(self):
+        """The kind of every piece, in execution order."""
+        for combo in itertools.product(*[self.axes[a].ids for a in self.order]):
+            kind = [0] * len(self.order)
+            for a, k in zip(self.order, combo):
+                kind[a] = k
+            yield tuple(kind)
+
+    def first(self) -> tuple:
+        return tuple(ax.runs[0][0] for ax in self.axes)
+
+    def counts(self) -> dict:
+        """How many pieces of each kind."""
+        per_axis = []
+        for ax in self.axes:
+            c: dict = {}
+            for k, n in ax.runs:
+                c[k] = c.get(k, 0) + n
+            per_axis.append(list(c.items()))
+        return {tuple(k for k, _ in combo): math.prod(n for _, n in combo)
+                for combo in itertools.product(*per_axis)}
+
+    def calls(self):
+        """Every child call in execution order: (starts, extents, brings the first partial of
+        its output region)."""
+        for combo in itertools.product(*[split_ranges(self.amap.axes[a].size, self.pieces[a])
+                                         for a in self.order]):
+            piece = [None] * len(self.order)
+            for a, r in zip(self.order, combo):
+                piece[a] = r
+            parts = [[(ps + s, e) for s, e in split_ranges(pe, p)]
+                     for (ps, pe), p in zip(piece, self.ways)]
+            for part in itertools.product(*parts):
+                starts = tuple(s for s, _ in part)
+                yield starts, tuple(e for _, e in part), all(starts[a] == 0 for a in self.red_axes)
+
+    # ------------------------------------------------------------ work of a kind
+    def work(self, kind: tuple) -> PieceWork:
+        w = self._work.get(kind)
+        if w is None:
+            ak = tuple(self.axes[a].kinds[k] for a, k in enumerate(kind))
+            slots = self.axes[self.kept].slots if self.kept is not None else 0
+            key = ("work", tuple(k.sig for k in ak), self.kept, slots, self.reduce)
+            w = self.memo.get(key)
+            if w is None:
+                w = self.memo[key] = self._compute(ak)
+            self._work[kind] = w
+        return w
+
+    def children(self, kind: tuple) -> tuple:
+        """((child task, how many children run it), ...) of a piece of this kind."""
+        out: dict = {}
+        for starts, extents, n in self.work(kind).boxes:
+            t, _ = sub_task(self.task, self.amap, starts, extents)
+            out[t] = out.get(t, 0) + n
+        return tuple(out.items())
+
+    def _compute(self, ak: tuple) -> PieceWork:
+        task, amap = self.task, self.amap
+        groups = [k.groups for k in ak]
+        ops = range(len(task.types))
+        # per operand, axis and child range group: the length of the operand's region along
+        # that axis (the product over its dimensions on it; 1 where it has none)
+        fac = [[[ln[i] for ln in k.lengths] for k in ak] for i in ops]
+        base = [amap.dtype_bytes[i] * math.prod(d.extent(0) for d in amap.operands[i]
+                                                 if d.kind in (DimKind.WHOLE, DimKind.BCAST)) for i in ops]
+        deps = [amap.depends(i) for i in ops]
+
+        def sent(i, copies):
+            """Bytes of operand i sent for the piece: along an axis it depends on, the sum of its
+            child regions; along any other axis a, `copies[a]` copies (1 when one broadcast
+            serves every child)."""
+            return base[i] * math.prod(sum(n * f for (_, _, n), f in zip(gs, fac[i][a]))
+                                       if a in deps[i] else copies[a]
+                                       for a, gs in enumerate(groups))
+
+        widest = list(itertools.product(*[k.widest for k in ak]))
+
+        def busiest(operands):
+            """The most bytes of these operands one child receives or returns."""
+            return max(sum(base[i] * math.prod(fac[i][a][g] for a, g in enumerate(c))
+                           for i in operands) for c in widest)
+
+        inputs, outputs = range(self.n_out, len(task.types)), range(self.n_out)
+        per_child = [sum(g[2] for g in gs) for gs in groups]
+        load = sum(sent(i, [1] * len(groups) if self.broadcast else per_child) for i in inputs)
+        reduce_ops = child_ops = child_max = 0
+        stores = per_child
+        g = self.reduce
+        if self.kept is not None:
+            k = ak[self.kept]
+            stores = [self.axes[a].slots if a == self.kept else n for a, n in enumerate(per_child)]
+            if not k.last:
+                stores = None
+            else:
+                reduce_ops = combine_ops(task, g, self._piece_outputs(ak), self.axes[self.kept].slots - 1)
+            if not k.first:
+                boxes = _boxes(groups, itertools.product(*[range(len(gs)) for gs in groups]))
+                each = [combine_ops(task, g, self._box_outputs(s, e), 1) for s, e, _ in boxes]
+                child_ops = sum(n * c for (_, _, n), c in zip(boxes, each))
+                child_max = max(each)
+        elif g and g not in MERGES:
+            runs = math.prod(per_child[a] for a in self.red_axes)
+            first = all(ak[a].first for a in self.red_axes)
+            reduce_ops = combine_ops(task, g, self._piece_outputs(ak), runs - 1 if first else runs)
+        store = store_link = 0
+        if stores is not None:
+            store = sum(sent(i, stores) for i in outputs)
+            store_link = busiest(outputs)
+        return PieceWork(load_bytes=load, load_link_bytes=busiest(inputs), groups=tuple(groups),
+                         widest=_boxes(groups, widest),
+                         reduce_ops=reduce_ops, store_bytes=store, store_link_bytes=store_link,
+                         child_reduce_ops=child_ops, child_reduce_max=child_max)
+
+    def _box_outputs(self, starts, extents) -> list:
+        return [TensorType(t.dtype, tuple(
+            (lambda r: r[1] - r[0])(d.region(starts[d.axis] if d.axis >= 0 else 0,
+                                             extents[d.axis] if d.axis >= 0 else 0)) for d in dims))
+            for t, dims in zip(self.task.outputs, self.amap.operands)]
+
+    def _piece_outputs(self, ak) -> list:
+        """Types of a piece's output regions (reduction axes do not appear in them)."""
+        return [TensorType(t.dtype, tuple(d.extent(0) if d.axis < 0 else ak[d.axis].extent
+                                          for d in dims))
+                for t, dims in zip(self.task.outputs, self.amap.operands)]
+
+    # ------------------------------------------------------------ the whole split
+    def totals(self) -> dict:
+        """What the split moves and combines over all its pieces, and its distinct child tasks
+        (most frequent first)."""
+        down = up = red = kept = 0
+        children: dict = {}
+        for kind, n in self.counts().items():
+            w = self.work(kind)
+            down += n * w.load_bytes
+            up += n * w.store_bytes
+            red += n * w.reduce_ops
+            kept += n * w.child_reduce_ops
+            for t, c in self.children(kind):
+                children[t] = children.get(t, 0) + n * c
+        return {"bytes_down": down, "bytes_up": up, "reduction_ops": red + self.final_reduce_ops,
+                "child_reduction_ops": kept,
+                "children": tuple(sorted(children.items(), key=lambda kv: -kv[1]))}
+
+    def busy(self) -> int:
+        """Children given work in the first (a full) piece."""
+        return self.work(self.first()).busy
+
+    def estimate(self, node, child, child_cycles, buffering: int) -> tuple:
+        """The node's cycles for the whole task under the pipeline of these stage times, with
+        `child_cycles(starts, extents)` the estimated time of a child given that box; and, to break ties,
+        the bytes moved plus reduction ops, and the load imbalance.
+
+            cycles = decode + sum over pieces of per_piece + the final merge
+                     + max over kinds of (journey - per_piece): pipeline fill and drain
+            per_piece = max(port, execute, reduce, journey / buffering)
+
+        where a piece's journey is its load, execute, store and reduce one after another, and
+        port is its loads' and stores' port cycles together (one port serves both).
+        """
+        cycles = moved = imbalance = fill = 0
+        for kind, n in self.counts().items():
+            w = self.work(kind)
+            st = stage_times(w, node, child)
+            execute = max(child_cycles(s, e) for s, e, _ in w.widest) + st.child_reduce
+            journey = st.load + execute + st.store + st.reduce
+            per_piece = max(st.load_port + st.store_port, execute, st.reduce, journey / buffering)
+            cycles += n * per_piece
+            fill = max(fill, journey - per_piece)
+            moved += n * (w.load_bytes + w.store_bytes + w.reduce_ops)
+            imbalance += n * max(math.prod(e) for _, e, _ in w.widest) * w.busy
+        final = _ceil(self.final_reduce_ops / node.lfu_ops_per_cycle)
+        points = math.prod(ax.size for ax in self.amap.axes)
+        return (node.decode_cycles + cycles + fill + final, moved + self.final_reduce_ops,
+                imbalance / points)
+

@@ -1,0 +1,62 @@
+"""The size of machine the tool agrees to model, refused up front when exceeded.
+
+A machine too deep, too wide or with too many leaves would exhaust the host's memory or overflow
+the numbers of the cost model; it is refused with a located `UserError` that names the limit and
+the environment variable that raises it:
+
+    FRACTAL_MAX_DEPTH        fan-out stages of a machine                  (default 64)
+    FRACTAL_MAX_FANOUT       children per node                            (default 16384)
+    FRACTAL_MAX_LEAVES       leaves of a machine                          (default 2**64)
+
+The limits of a program and of a run on data live with the program side (`isa/limits.py`).
+Like the rest of `machine/`, this module imports nothing of ours but the errors.
+"""
+from __future__ import annotations
+
+import math
+import os
+
+from isa.errors import UserError
+
+__all__ = ["LIMITS", "limit", "check_machine_shape"]
+
+#: name -> (environment variable, default, what it bounds)
+LIMITS = {
+    "depth": ("FRACTAL_MAX_DEPTH", 64, "fan-out stages of a machine"),
+    "fanout": ("FRACTAL_MAX_FANOUT", 16384, "children per node"),
+    "leaves": ("FRACTAL_MAX_LEAVES", 2**64, "leaves of a machine"),
+}
+
+
+def limit(name: str) -> int:
+    """The limit in force: its environment variable when set, else the default."""
+    var, default, _ = LIMITS[name]
+    text = os.environ.get(var)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise UserError(f"{var} must be a positive integer, got {text!r}", var) from None
+    if value < 1:
+        raise UserError(f"{var} must be a positive integer, got {text!r}", var)
+    return value
+
+
+def _over(name: str, what: str, value: int, where) -> UserError:
+    var, _, bounds = LIMITS[name]
+    return UserError(f"{what} {value:,}, over the limit of {limit(name):,} ({bounds}; "
+                     f"set {var} to raise it)", where)
+
+
+def check_machine_shape(fanouts, where_depth, where_fanout) -> None:
+    """Refuse a machine too deep, too wide or with too many leaves to model."""
+    fanouts = list(fanouts)
+    if len(fanouts) > limit("depth"):
+        raise _over("depth", "the machine's depth is", len(fanouts), where_depth)
+    for f in fanouts:
+        if f > limit("fanout"):
+            raise _over("fanout", "a fan-out is", f, where_fanout)
+    leaves = math.prod(fanouts)
+    if leaves > limit("leaves"):
+        raise _over("leaves", "the machine's leaf count is", leaves, where_depth)
