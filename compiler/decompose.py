@@ -21,12 +21,12 @@ import math
 from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
 from compiler.rules import AccessMap, Task, access_map, ceil_div, sub_task, task_of
 from compiler.schedule import Schedule, _Axis
-from machine import Machine
-from isa.errors import UserError
 from isa.checker import opcode_table
+from isa.errors import UserError
 from isa.limits import check_plan_pieces
-from machine import check_machine_shape
+from isa.opcodes import OpClass
 from isa.program import Program
+from machine import Machine, check_machine_shape
 
 __all__ = ["CompileError", "compile_program", "Decomposer"]
 
@@ -208,7 +208,7 @@ class _CostModel:
         if c is None:
             task, _ = sub_task(self.task, self.amap, starts, ext)
             compute = sum(ops / self.compute.ops_per_cycle(k) for k, ops in task.work
-                          if k != "move") / self.leaves_below
+                          if k != OpClass.MOVE) / self.leaves_below
             c = self._children[key] = self.child_fixed + max(
                 compute, self.footprint(ext) / self.child.memory_bandwidth)
         return c

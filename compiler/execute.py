@@ -51,12 +51,7 @@ def _child_calls(plan: Plan, node: NodePlan) -> list:
 
 def _offsets(task, amap) -> list:
     """Per output: the axis whose start a child's positions are relative to, or None."""
-    if task.ext:
-        names = [ax.name for ax in amap.axes]
-        return [names.index(o.index) if o.index in names else None for o in task.ext[0].outputs]
-    red = [a for a, ax in enumerate(amap.axes) if ax.reduce]
-    return [red[0] if red and amap.axes[red[0]].reduce in (Reduction.ARGMAX, Reduction.ARGMIN, Reduction.ARGMERGE)
-            else None]
+    return list(amap.positions) or [None] * task.spec.outputs
 
 
 def _tiles(node: NodePlan, calls: list, offsets: list, batch: dict | None) -> np.ndarray | None:

@@ -29,7 +29,7 @@ from isa.program import DTYPES, TensorType, format_value
 
 __all__ = ["Axis", "Dim", "AccessMap", "Task", "access_map", "sub_task", "task_of", "split_ranges",
            "ceil_div", "combine_ops", "merge_ops", "Reduction", "ExtensionReduction", "MERGES",
-           "DimKind"]
+           "DimKind", "ACCESS_MAPS"]
 
 class Reduction(StrEnum):
     """A built-in reduction g, run on a node's local functional unit."""
@@ -176,6 +176,8 @@ class AccessMap:
     dtype_bytes: tuple[int, ...]
     temps: tuple = ()                          # an extension's temporaries: (bytes, dims)
     sizes: tuple = ()                          # and its size symbols: (name, size, axis, halo)
+    positions: tuple = ()                      # per output: the axis whose positions it holds
+                                               # (a child's are offset by its start), or None
 
     def footprint(self, extents) -> int:
         """Bytes of all operands of a piece with these axis extents (the largest such piece),
@@ -222,74 +224,111 @@ def _broadcast_dims(t: TensorType, out: TensorType) -> tuple[Dim, ...]:
                  else Dim(DimKind.PLAIN, off + i, s) for i, s in enumerate(t.shape))
 
 
-def access_map(task: Task) -> AccessMap | None:
-    """The access map of a task, or None for data-movement opcodes (run by the node's DMA)."""
-    op, ts, a = task.opcode, task.types, task.attr
-    nb = tuple(DTYPES[t.dtype] for t in ts)
-    if task.ext:
-        return _extension_map(task, nb)
-    if OPCODES[op].op_class == "move":
-        return None
-    if op in ("matmul", "eucdist"):
+def _matrix(op):
+    def build(ts, a, nb):
         (m, k) = ts[1].shape
         n = ts[0].shape[1]
         axes = (Axis("M", m), Axis("N", n), Axis("K", k, Reduction.ADD))
         second = _plain([2, 1], (k, n)) if op == "matmul" else _plain([1, 2], (n, k))
         return AccessMap(axes, (_plain([0, 1], (m, n)), _plain([0, 2], (m, k)), second), nb)
-    if op == "conv2d":
-        y, x, w = ts
-        top, left, _, _ = pads(a)
-        n, o, ho, wo = y.shape
-        c, kh, kw = x.shape[1], w.shape[2], w.shape[3]
-        axes = (Axis("N", n), Axis("O", o), Axis("Ho", ho), Axis("Wo", wo), Axis("C", c, Reduction.ADD))
-        xd = (Dim(DimKind.PLAIN, 0, n), Dim(DimKind.PLAIN, 4, c),
-              Dim(DimKind.WINDOW, 2, x.shape[2], kh, a["stride"], top),
-              Dim(DimKind.WINDOW, 3, x.shape[3], kw, a["stride"], left))
-        wd = (Dim(DimKind.PLAIN, 1, o), Dim(DimKind.PLAIN, 4, c), Dim(DimKind.WHOLE, -1, kh), Dim(DimKind.WHOLE, -1, kw))
-        return AccessMap(axes, (_plain([0, 1, 2, 3], y.shape), xd, wd), nb)
-    if op in ("maxpool", "avgpool"):
-        y, x = ts
-        top, left, _, _ = pads(a)
-        k, s = a["kernel"], a["stride"]
-        axes = tuple(Axis(nm, sz) for nm, sz in zip(("N", "C", "Ho", "Wo"), y.shape))
-        xd = (Dim(DimKind.PLAIN, 0, x.shape[0]), Dim(DimKind.PLAIN, 1, x.shape[1]),
-              Dim(DimKind.WINDOW, 2, x.shape[2], k, s, top), Dim(DimKind.WINDOW, 3, x.shape[3], k, s, left))
-        return AccessMap(axes, (_plain([0, 1, 2, 3], y.shape), xd), nb)
-    if op == "lrn":
-        y = ts[0]
-        axes = (Axis("N", y.shape[0]), Axis("C", y.shape[1], splittable=False),
-                Axis("H", y.shape[2]), Axis("W", y.shape[3]))
-        dims = (Dim(DimKind.PLAIN, 0, y.shape[0]), Dim(DimKind.WHOLE, -1, y.shape[1]),
-                Dim(DimKind.PLAIN, 2, y.shape[2]), Dim(DimKind.PLAIN, 3, y.shape[3]))
-        return AccessMap(axes, (dims, dims), nb)
-    if op in ("add", "sub", "mul", "div"):
-        z = ts[0]
-        axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(z.shape))
-        return AccessMap(axes, (_plain(range(z.rank), z.shape),
-                                _broadcast_dims(ts[1], z), _broadcast_dims(ts[2], z)), nb)
-    if op in ("relu", "sigmoid", "tanh", "exp"):
-        y = ts[0]
-        axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(y.shape))
-        dims = _plain(range(y.rank), y.shape)
-        return AccessMap(axes, (dims, dims), nb)
-    if op == "mergepos":            # rows split; each row's runs are merged whole
+    return build
+
+
+def _conv2d(ts, a, nb):
+    y, x, w = ts
+    top, left, _, _ = pads(a)
+    n, o, ho, wo = y.shape
+    c, kh, kw = x.shape[1], w.shape[2], w.shape[3]
+    axes = (Axis("N", n), Axis("O", o), Axis("Ho", ho), Axis("Wo", wo), Axis("C", c, Reduction.ADD))
+    xd = (Dim(DimKind.PLAIN, 0, n), Dim(DimKind.PLAIN, 4, c),
+          Dim(DimKind.WINDOW, 2, x.shape[2], kh, a["stride"], top),
+          Dim(DimKind.WINDOW, 3, x.shape[3], kw, a["stride"], left))
+    wd = (Dim(DimKind.PLAIN, 1, o), Dim(DimKind.PLAIN, 4, c), Dim(DimKind.WHOLE, -1, kh),
+          Dim(DimKind.WHOLE, -1, kw))
+    return AccessMap(axes, (_plain([0, 1, 2, 3], y.shape), xd, wd), nb)
+
+
+def _pool(ts, a, nb):
+    y, x = ts
+    top, left, _, _ = pads(a)
+    k, s = a["kernel"], a["stride"]
+    axes = tuple(Axis(nm, sz) for nm, sz in zip(("N", "C", "Ho", "Wo"), y.shape))
+    xd = (Dim(DimKind.PLAIN, 0, x.shape[0]), Dim(DimKind.PLAIN, 1, x.shape[1]),
+          Dim(DimKind.WINDOW, 2, x.shape[2], k, s, top), Dim(DimKind.WINDOW, 3, x.shape[3], k, s, left))
+    return AccessMap(axes, (_plain([0, 1, 2, 3], y.shape), xd), nb)
+
+
+def _lrn(ts, a, nb):
+    y = ts[0]
+    axes = (Axis("N", y.shape[0]), Axis("C", y.shape[1], splittable=False),
+            Axis("H", y.shape[2]), Axis("W", y.shape[3]))
+    dims = (Dim(DimKind.PLAIN, 0, y.shape[0]), Dim(DimKind.WHOLE, -1, y.shape[1]),
+            Dim(DimKind.PLAIN, 2, y.shape[2]), Dim(DimKind.PLAIN, 3, y.shape[3]))
+    return AccessMap(axes, (dims, dims), nb)
+
+
+def _binary(ts, a, nb):
+    z = ts[0]
+    axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(z.shape))
+    return AccessMap(axes, (_plain(range(z.rank), z.shape),
+                            _broadcast_dims(ts[1], z), _broadcast_dims(ts[2], z)), nb)
+
+
+def _unary(ts, a, nb):
+    y = ts[0]
+    axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(y.shape))
+    dims = _plain(range(y.rank), y.shape)
+    return AccessMap(axes, (dims, dims), nb)
+
+
+def _mergepos(ts, a, nb):
+    """Rows split; each row's two runs are merged whole."""
+    x = ts[1]
+    axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(x.shape[:-1]))
+    lead = list(range(x.rank - 1))
+    return AccessMap(axes, tuple(_plain(lead, t.shape[:-1]) + (Dim(DimKind.WHOLE, -1, t.shape[-1]),)
+                                 for t in ts), nb)
+
+
+def _reduction(g: Reduction, last: bool = False, keeps_axis: bool = False, positions: bool = False):
+    """An opcode that reduces one axis of X with g (the last axis, or its `axis` attribute);
+    `keeps_axis`: Y has that axis too (a sort); `positions`: Y holds positions along it."""
+    def build(ts, a, nb):
         x = ts[1]
-        axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(x.shape[:-1]))
-        lead = list(range(x.rank - 1))
-        return AccessMap(axes, tuple(_plain(lead, t.shape[:-1]) + (Dim(DimKind.WHOLE, -1, t.shape[-1]),)
-                                     for t in ts), nb)
-    if op in ("reduce_sum", "reduce_max", "argmax", "argmin", "count", "sort", "argsort"):
-        x = ts[1]
-        ax = x.rank - 1 if op in ("count", "sort", "argsort") else normalize_axis(a["axis"], x.rank)
-        g = {"reduce_sum": Reduction.ADD, "reduce_max": Reduction.MAX, "argmax": Reduction.ARGMAX,
-             "argmin": Reduction.ARGMIN, "count": Reduction.ADD, "sort": Reduction.MERGE,
-             "argsort": Reduction.ARGMERGE}[op]
+        ax = x.rank - 1 if last else normalize_axis(a["axis"], x.rank)
         axes = tuple(Axis("n" if i == ax else f"d{i}", s, g if i == ax else None)
                      for i, s in enumerate(x.shape))
-        keep = [i for i in range(x.rank) if op in ("sort", "argsort") or i != ax]
+        keep = [i for i in range(x.rank) if keeps_axis or i != ax]
         return AccessMap(axes, (_plain(keep, [x.shape[i] for i in keep]),
-                                _plain(range(x.rank), x.shape)), nb)
-    raise AssertionError(f"no access map for opcode {op}")
+                                _plain(range(x.rank), x.shape)), nb,
+                         positions=(ax if positions else None,))
+    return build
+
+
+#: the access map of every core opcode that computes (data movement has none), from its
+#: operand types, its attributes and the byte size of each operand's elements
+ACCESS_MAPS = {
+    "matmul": _matrix("matmul"), "eucdist": _matrix("eucdist"), "conv2d": _conv2d,
+    "maxpool": _pool, "avgpool": _pool, "lrn": _lrn,
+    **dict.fromkeys(("add", "sub", "mul", "div"), _binary),
+    **dict.fromkeys(("relu", "sigmoid", "tanh", "exp"), _unary),
+    "mergepos": _mergepos,
+    "reduce_sum": _reduction(Reduction.ADD), "reduce_max": _reduction(Reduction.MAX),
+    "argmax": _reduction(Reduction.ARGMAX, positions=True),
+    "argmin": _reduction(Reduction.ARGMIN, positions=True),
+    "count": _reduction(Reduction.ADD, last=True),
+    "sort": _reduction(Reduction.MERGE, last=True, keeps_axis=True),
+    "argsort": _reduction(Reduction.ARGMERGE, last=True, keeps_axis=True, positions=True),
+}
+
+
+def access_map(task: Task) -> AccessMap | None:
+    """The access map of a task, or None for data-movement opcodes (run by the node's DMA)."""
+    nb = tuple(DTYPES[t.dtype] for t in task.types)
+    if task.ext:
+        return _extension_map(task, nb)
+    build = ACCESS_MAPS.get(task.opcode)
+    return None if build is None else build(task.types, task.attr, nb)
 
 
 def _extension_map(task: Task, nb) -> AccessMap:
@@ -318,7 +357,8 @@ def _extension_map(task: Task, nb) -> AccessMap:
     symbols = tuple((name, n, index.get(name, halos.get(name, (-1, 0))[0]),
                      halos.get(name, (-1, 0))[1]) for name, n in sizes.items())
     temps = tuple((DTYPES[t.dtype], t.dims) for t in decl.temps)
-    return AccessMap(axes, tuple(operands), nb, temps, symbols)
+    positions = tuple(index.get(o.index) for o in decl.outputs)
+    return AccessMap(axes, tuple(operands), nb, temps, symbols, positions)
 
 
 def _reduction_name(name: str | None) -> Reduction | ExtensionReduction | None:

@@ -31,7 +31,7 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from compiler.rules import (MERGES, AccessMap, DimKind, Task, access_map, combine_ops, merge_ops,
+from compiler.rules import (MERGES, AccessMap, DimKind, Reduction, Task, access_map, combine_ops, merge_ops,
                             split_ranges, sub_task)
 from isa.program import TensorType
 
@@ -125,6 +125,8 @@ class _AxisKind:
     last: bool
     sig: tuple                  # what the work of a piece depends on: equal for equal work
     lengths: tuple              # per group, per operand: its region's length along this axis
+    sums: tuple                 # per operand: the sum of those lengths over the child ranges
+    count: int                  # child ranges
     widest: tuple               # the groups whose boxes may be the largest (the first suffices
                                 # when no window is clipped: the longest range)
 
@@ -179,8 +181,11 @@ class _Axis:
             sig = (pe, flags, tuple((e, n) + self._shape(s, e) for s, e, n in groups))
             lengths = tuple(tuple(self._length(dims, s, e) for dims in self.operands)
                             for s, e, _ in groups)
+            sums = tuple(sum(n * ln[i] for (_, _, n), ln in zip(groups, lengths))
+                         for i in range(len(self.operands)))
             widest = (0,) if interior else tuple(range(len(groups)))
-            self.kinds.append(_AxisKind(ps, pe, groups, *flags, sig, lengths, widest))
+            self.kinds.append(_AxisKind(ps, pe, groups, *flags, sig, lengths, sums,
+                                        sum(g[2] for g in groups), widest))
         if self.runs and self.runs[-1][0] == k:
             self.runs[-1] = (k, self.runs[-1][1] + count)
         else:
@@ -245,6 +250,15 @@ class Schedule:
         # loop order, outermost first: a reduction axis innermost
         self.order = sorted(range(len(self.axes)), key=lambda a: amap.axes[a].reduce is not None)
         self._work: dict = {}
+        if "operands" not in self.memo:
+            # per operand: bytes of one element times its whole and broadcast dimensions, and
+            # the axes it depends on
+            self.memo["operands"] = (
+                [amap.dtype_bytes[i] * math.prod(d.extent(0) for d in dims
+                                                 if d.kind in (DimKind.WHOLE, DimKind.BCAST))
+                 for i, dims in enumerate(amap.operands)],
+                [amap.depends(i) for i in range(len(amap.operands))])
+        self._operands = self.memo["operands"]
         self.final_reduce_ops = 0
         if self.reduce in MERGES:       # all runs come back, and are merged once at the end
             out = task.outputs[0]
@@ -320,34 +334,35 @@ class Schedule:
         return tuple(out.items())
 
     def _compute(self, ak: tuple) -> PieceWork:
-        task, amap = self.task, self.amap
-        groups = [k.groups for k in ak]
-        ops = range(len(task.types))
-        # per operand, axis and child range group: the length of the operand's region along
-        # that axis (the product over its dimensions on it; 1 where it has none)
-        fac = [[[ln[i] for ln in k.lengths] for k in ak] for i in ops]
-        base = [amap.dtype_bytes[i] * math.prod(d.extent(0) for d in amap.operands[i]
-                                                 if d.kind in (DimKind.WHOLE, DimKind.BCAST)) for i in ops]
-        deps = [amap.depends(i) for i in ops]
+        task = self.task
+        base, deps = self._operands
+        per_child = [k.count for k in ak]
+        widest = list(itertools.product(*[k.widest for k in ak]))
 
-        def sent(i, copies):
+        def sent(i, copies) -> int:
             """Bytes of operand i sent for the piece: along an axis it depends on, the sum of its
             child regions; along any other axis a, `copies[a]` copies (1 when one broadcast
             serves every child)."""
-            return base[i] * math.prod(sum(n * f for (_, _, n), f in zip(gs, fac[i][a]))
-                                       if a in deps[i] else copies[a]
-                                       for a, gs in enumerate(groups))
+            b = base[i]
+            for a, k in enumerate(ak):
+                b *= k.sums[i] if a in deps[i] else copies[a]
+            return b
 
-        widest = list(itertools.product(*[k.widest for k in ak]))
-
-        def busiest(operands):
+        def busiest(operands) -> int:
             """The most bytes of these operands one child receives or returns."""
-            return max(sum(base[i] * math.prod(fac[i][a][g] for a, g in enumerate(c))
-                           for i in operands) for c in widest)
+            most = 0
+            for c in widest:
+                total = 0
+                for i in operands:
+                    b = base[i]
+                    for k, g in zip(ak, c):
+                        b *= k.lengths[g][i]
+                    total += b
+                most = max(most, total)
+            return most
 
         inputs, outputs = range(self.n_out, len(task.types)), range(self.n_out)
-        per_child = [sum(g[2] for g in gs) for gs in groups]
-        load = sum(sent(i, [1] * len(groups) if self.broadcast else per_child) for i in inputs)
+        load = sum(sent(i, [1] * len(ak) if self.broadcast else per_child) for i in inputs)
         reduce_ops = child_ops = child_max = 0
         stores = per_child
         g = self.reduce
@@ -358,7 +373,11 @@ class Schedule:
                 stores = None
             else:
                 reduce_ops = combine_ops(task, g, self._piece_outputs(ak), self.axes[self.kept].slots - 1)
-            if not k.first:
+            if not k.first and isinstance(g, Reduction):    # element-wise: one op per element
+                size = self.amap.dtype_bytes[0]
+                child_ops, child_max = sent(0, per_child) // size, busiest([0]) // size
+            elif not k.first:               # an extension's reduction instruction, per child
+                groups = [k.groups for k in ak]
                 boxes = _boxes(groups, itertools.product(*[range(len(gs)) for gs in groups]))
                 each = [combine_ops(task, g, self._box_outputs(s, e), 1) for s, e, _ in boxes]
                 child_ops = sum(n * c for (_, _, n), c in zip(boxes, each))
@@ -371,7 +390,8 @@ class Schedule:
         if stores is not None:
             store = sum(sent(i, stores) for i in outputs)
             store_link = busiest(outputs)
-        return PieceWork(load_bytes=load, load_link_bytes=busiest(inputs), groups=tuple(groups),
+        groups = tuple(k.groups for k in ak)
+        return PieceWork(load_bytes=load, load_link_bytes=busiest(inputs), groups=groups,
                          widest=_boxes(groups, widest),
                          reduce_ops=reduce_ops, store_bytes=store, store_link_bytes=store_link,
                          child_reduce_ops=child_ops, child_reduce_max=child_max)

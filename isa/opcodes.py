@@ -3,17 +3,18 @@
 Each entry's `rule` checks the operand types and attributes of one instruction and raises
 `RuleBroken` with a message that states what was found and which rule it breaks. `ops` counts
 arithmetic operations (a multiply-accumulate counts as two); `op_class` says which leaf compute
-unit runs it: "mac", "elementwise", "compare", or "move" (data movement, no arithmetic).
+unit runs it (`OpClass`): mac, elementwise, compare, or move (data movement, no arithmetic).
 """
 from __future__ import annotations
 
 import math
+from enum import StrEnum
 from dataclasses import dataclass, field
 from typing import Callable
 
 from isa.program import TensorType
 
-__all__ = ["OpSpec", "AttrSpec", "RuleBroken", "OPCODES", "REQUIRED", "conv_out", "broadcast_shape",
+__all__ = ["OpClass", "OpSpec", "AttrSpec", "RuleBroken", "OPCODES", "REQUIRED", "conv_out", "broadcast_shape",
            "instruction_ops", "sort_ops", "pads",
            "normalize_axis"]
 
@@ -28,6 +29,14 @@ class RuleBroken(Exception):
         self.message = message
         self.attr = attr
         self.operand = operand
+
+
+class OpClass(StrEnum):
+    """Which functional unit runs an opcode."""
+    MAC = "mac"                     # multiply-accumulate arrays
+    ELEMENTWISE = "elementwise"     # element-wise vector units
+    COMPARE = "compare"             # comparators
+    MOVE = "move"                   # data movement, no arithmetic
 
 
 @dataclass(frozen=True)
@@ -59,7 +68,7 @@ class OpSpec:
     inputs: int | None                 # None: one or more (variadic)
     rule: Callable
     ops: Callable
-    op_class: str
+    op_class: "OpClass"
     attrs: dict[str, AttrSpec] = field(default_factory=dict)
     summary: str = ""
     # extension instructions only (isa/checker.py, `extension_spec`): the declaration, the
@@ -432,54 +441,54 @@ _window = {"kernel": _I, "stride": AttrSpec("int", 1), "pad": _PAD}
 _axis = {"axis": _I}
 
 OPCODES: dict[str, OpSpec] = {s.name: s for s in [
-    OpSpec("matmul", 1, 2, _matrix_pair("matmul", "KN", "A {x} times B {w}"), _matmul_ops, "mac", {}, "C[M,N] = A[M,K] B[K,N]"),
-    OpSpec("conv2d", 1, 2, _conv2d, _conv2d_ops, "mac",
+    OpSpec("matmul", 1, 2, _matrix_pair("matmul", "KN", "A {x} times B {w}"), _matmul_ops, OpClass.MAC, {}, "C[M,N] = A[M,K] B[K,N]"),
+    OpSpec("conv2d", 1, 2, _conv2d, _conv2d_ops, OpClass.MAC,
            {"stride": AttrSpec("int", 1), "pad": _PAD},
            "Y[N,O,Ho,Wo] = X[N,C,H,W] * W[O,C,kh,kw], zero padding"),
-    OpSpec("maxpool", 1, 1, _pool("maxpool"), _pool_ops, "compare", _window,
+    OpSpec("maxpool", 1, 1, _pool("maxpool"), _pool_ops, OpClass.COMPARE, _window,
            "max over kernel x kernel windows; padded cells never win"),
-    OpSpec("avgpool", 1, 1, _pool("avgpool"), _pool_ops, "elementwise", _window,
+    OpSpec("avgpool", 1, 1, _pool("avgpool"), _pool_ops, OpClass.ELEMENTWISE, _window,
            "mean over kernel x kernel windows; padded cells left out of the divisor"),
-    OpSpec("add", 1, 2, _binary("add", ("f32", "i32")), _out_size, "elementwise", {}, "Z = X + Y"),
-    OpSpec("sub", 1, 2, _binary("sub", ("f32", "i32")), _out_size, "elementwise", {}, "Z = X - Y"),
-    OpSpec("mul", 1, 2, _binary("mul", ("f32", "i32")), _out_size, "elementwise", {}, "Z = X * Y"),
-    OpSpec("div", 1, 2, _binary("div", ("f32",)), _out_size, "elementwise", {}, "Z = X / Y"),
-    OpSpec("relu", 1, 1, _unary("relu", ("f32", "i32")), _out_size, "elementwise", {}, "Y = max(X, 0)"),
-    OpSpec("sigmoid", 1, 1, _unary("sigmoid", ("f32",)), _out_size, "elementwise", {},
+    OpSpec("add", 1, 2, _binary("add", ("f32", "i32")), _out_size, OpClass.ELEMENTWISE, {}, "Z = X + Y"),
+    OpSpec("sub", 1, 2, _binary("sub", ("f32", "i32")), _out_size, OpClass.ELEMENTWISE, {}, "Z = X - Y"),
+    OpSpec("mul", 1, 2, _binary("mul", ("f32", "i32")), _out_size, OpClass.ELEMENTWISE, {}, "Z = X * Y"),
+    OpSpec("div", 1, 2, _binary("div", ("f32",)), _out_size, OpClass.ELEMENTWISE, {}, "Z = X / Y"),
+    OpSpec("relu", 1, 1, _unary("relu", ("f32", "i32")), _out_size, OpClass.ELEMENTWISE, {}, "Y = max(X, 0)"),
+    OpSpec("sigmoid", 1, 1, _unary("sigmoid", ("f32",)), _out_size, OpClass.ELEMENTWISE, {},
            "Y = 1 / (1 + exp(-X))"),
-    OpSpec("tanh", 1, 1, _unary("tanh", ("f32",)), _out_size, "elementwise", {}, "Y = tanh(X)"),
-    OpSpec("exp", 1, 1, _unary("exp", ("f32",)), _out_size, "elementwise", {}, "Y = exp(X)"),
-    OpSpec("lrn", 1, 1, _lrn, _lrn_ops, "elementwise",
+    OpSpec("tanh", 1, 1, _unary("tanh", ("f32",)), _out_size, OpClass.ELEMENTWISE, {}, "Y = tanh(X)"),
+    OpSpec("exp", 1, 1, _unary("exp", ("f32",)), _out_size, OpClass.ELEMENTWISE, {}, "Y = exp(X)"),
+    OpSpec("lrn", 1, 1, _lrn, _lrn_ops, OpClass.ELEMENTWISE,
            {"size": AttrSpec("int", 5), "alpha": AttrSpec("number", 0.0001),
             "beta": AttrSpec("number", 0.75), "k": AttrSpec("number", 2.0)},
            "local response normalization across channels (ONNX LRN)"),
-    OpSpec("reduce_sum", 1, 1, _reduce("reduce_sum"), _in_size, "elementwise", _axis,
+    OpSpec("reduce_sum", 1, 1, _reduce("reduce_sum"), _in_size, OpClass.ELEMENTWISE, _axis,
            "Y = sum of X over axis (axis removed)"),
-    OpSpec("reduce_max", 1, 1, _reduce("reduce_max"), _in_size, "compare", _axis,
+    OpSpec("reduce_max", 1, 1, _reduce("reduce_max"), _in_size, OpClass.COMPARE, _axis,
            "Y = max of X over axis (axis removed)"),
-    OpSpec("argmax", 1, 1, _reduce("argmax", "i32"), _in_size, "compare", _axis,
+    OpSpec("argmax", 1, 1, _reduce("argmax", "i32"), _in_size, OpClass.COMPARE, _axis,
            "Y (i32) = index of the first maximum over axis"),
-    OpSpec("argmin", 1, 1, _reduce("argmin", "i32"), _in_size, "compare", _axis,
+    OpSpec("argmin", 1, 1, _reduce("argmin", "i32"), _in_size, OpClass.COMPARE, _axis,
            "Y (i32) = index of the first minimum over axis"),
     OpSpec("eucdist", 1, 2, _matrix_pair("eucdist", "NK", "distances of X {x} to C {w}"),
-           _eucdist_ops, "mac", {},
+           _eucdist_ops, OpClass.MAC, {},
            "D[m,n] = sum_k (X[m,k] - C[n,k])^2"),
-    OpSpec("sort", 1, 1, _sort, _sort_ops, "compare", {}, "Y = X sorted ascending along the last axis"),
-    OpSpec("argsort", 1, 1, _argsort, _sort_ops, "compare", {},
+    OpSpec("sort", 1, 1, _sort, _sort_ops, OpClass.COMPARE, {}, "Y = X sorted ascending along the last axis"),
+    OpSpec("argsort", 1, 1, _argsort, _sort_ops, OpClass.COMPARE, {},
            "Y (i32) = the positions that sort X ascending along the last axis (stable)"),
-    OpSpec("mergepos", 1, 2, _mergepos, _out_size, "compare", {},
+    OpSpec("mergepos", 1, 2, _mergepos, _out_size, OpClass.COMPARE, {},
            "Y (i32) = positions in A then B of their merge ascending along the last axis "
            "(stable: A first on ties); A and B are sorted runs, so a merge is one compare per element"),
-    OpSpec("gather", 1, 2, _gather, _zero, "move", {},
+    OpSpec("gather", 1, 2, _gather, _zero, OpClass.MOVE, {},
            "Y[..., j] = X[..., I[..., j]] along the last axis (indices out of range are an error)"),
-    OpSpec("count", 1, 1, _count, _in_size, "compare", {"value": _N},
+    OpSpec("count", 1, 1, _count, _in_size, OpClass.COMPARE, {"value": _N},
            "Y (i32) = number of elements equal to value along the last axis"),
-    OpSpec("transpose", 1, 1, _transpose, _zero, "move", {"perm": _T}, "Y = X with axes permuted"),
-    OpSpec("copy", 1, 1, _copy, _zero, "move", {}, "Y = X"),
-    OpSpec("reshape", 1, 1, _reshape, _zero, "move", {}, "Y = X in a new shape, row-major order"),
-    OpSpec("slice", 1, 1, _slice, _zero, "move", {"axis": _I, "start": AttrSpec("int", 0)},
+    OpSpec("transpose", 1, 1, _transpose, _zero, OpClass.MOVE, {"perm": _T}, "Y = X with axes permuted"),
+    OpSpec("copy", 1, 1, _copy, _zero, OpClass.MOVE, {}, "Y = X"),
+    OpSpec("reshape", 1, 1, _reshape, _zero, OpClass.MOVE, {}, "Y = X in a new shape, row-major order"),
+    OpSpec("slice", 1, 1, _slice, _zero, OpClass.MOVE, {"axis": _I, "start": AttrSpec("int", 0)},
            "Y = X[start : start + len(Y)] along axis"),
-    OpSpec("concat", 1, None, _concat, _zero, "move", _axis, "Y = X1, X2, ... joined along axis"),
+    OpSpec("concat", 1, None, _concat, _zero, OpClass.MOVE, _axis, "Y = X1, X2, ... joined along axis"),
 ]}
 
 

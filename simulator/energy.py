@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from compiler.plan import Plan, PlanKind, level_counts
 from compiler.verify import plan_stats
+from isa.opcodes import OpClass
 
 __all__ = ["Energy", "plan_energy"]
 
@@ -39,7 +40,7 @@ def plan_energy(plan: Plan, seconds: float, roots=None) -> Energy:
     for (task, level), n in counts.items():
         node = plan.table[(task, level)]
         if node.kind == PlanKind.LEAF:
-            compute += n * sum(ops * c.pj_per_op(cls) for cls, ops in task.work if cls != "move") * PJ
+            compute += n * sum(ops * c.pj_per_op(cls) for cls, ops in task.work if cls != OpClass.MOVE) * PJ
             memory += n * task.nbytes * leaf.memory_pj_per_byte * PJ   # operands read, result written
         reduction += n * (node.reduction_ops + node.child_reduction_ops) * c.elementwise_pj_per_op * PJ
         memory += n * node.local_bytes * m.levels[level].memory_pj_per_byte * PJ

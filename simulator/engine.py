@@ -35,6 +35,7 @@ import simpy
 from compiler.plan import NodePlan, Plan, PlanKind, level_counts
 from compiler.schedule import Schedule, stage_times
 from isa.limits import check_sim_pieces
+from isa.opcodes import OpClass
 
 __all__ = ["Engine", "StageEvent", "NodeTotals"]
 
@@ -187,7 +188,7 @@ class NodeRun:
         compute = 0
         if node.kind == PlanKind.LEAF:
             compute = sum(_ceil(ops / self.engine.machine.compute.ops_per_cycle(c))
-                          for c, ops in task.work if c != "move")
+                          for c, ops in task.work if c != OpClass.MOVE)
         self.totals.leaf_compute, self.totals.leaf_memory = compute, memory
         start = self.env.now
         yield self.env.timeout(max(compute, memory))
