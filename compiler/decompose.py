@@ -19,9 +19,9 @@ from __future__ import annotations
 import math
 
 from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
-from compiler.rules import AccessMap, Task, access_map, ceil_div, sub_task, task_of
+from compiler.rules import AccessMap, Task, access_map, box_types, ceil_div, task_of
 from compiler.schedule import Schedule, _Axis
-from isa.checker import opcode_table
+from isa.checker import leaf_work, opcode_table
 from isa.errors import UserError
 from isa.limits import check_plan_pieces
 from isa.opcodes import OpClass
@@ -206,8 +206,10 @@ class _CostModel:
         key = tuple(ext)        # children of one extent differ at most in border padding
         c = self._children.get(key)
         if c is None:
-            task, _ = sub_task(self.task, self.amap, starts, ext)
-            compute = sum(ops / self.compute.ops_per_cycle(k) for k, ops in task.work
+            types = box_types(self.task, self.amap, starts, ext)
+            n_out = self.task.spec.outputs
+            work = leaf_work(self.task.spec, types[:n_out], types[n_out:], self.task.attr)
+            compute = sum(ops / self.compute.ops_per_cycle(k) for k, ops in work
                           if k != OpClass.MOVE) / self.leaves_below
             c = self._children[key] = self.child_fixed + max(
                 compute, self.footprint(ext) / self.child.memory_bandwidth)

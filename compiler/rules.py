@@ -29,7 +29,7 @@ from isa.program import DTYPES, TensorType, format_value
 
 __all__ = ["Axis", "Dim", "AccessMap", "Task", "access_map", "sub_task", "task_of", "split_ranges",
            "ceil_div", "combine_ops", "merge_ops", "Reduction", "ExtensionReduction", "MERGES",
-           "DimKind", "ACCESS_MAPS"]
+           "DimKind", "ACCESS_MAPS", "box_types"]
 
 class Reduction(StrEnum):
     """A built-in reduction g, run on a node's local functional unit."""
@@ -365,6 +365,19 @@ def _reduction_name(name: str | None) -> Reduction | ExtensionReduction | None:
     """An extension's reduction as a g: `add` is the built-in sum; any other is its reduction
     instruction, run on pairs of partial results."""
     return None if name is None else Reduction.ADD if name == "add" else ExtensionReduction(name)
+
+
+def box_types(task: Task, amap: AccessMap, starts, extents) -> tuple[TensorType, ...]:
+    """The operand types of the task a child receives for a box of the iteration space."""
+    out = []
+    for t, dims in zip(task.types, amap.operands):
+        shape = []
+        for d in dims:
+            lo, hi, _, _ = d.region(starts[d.axis] if d.axis >= 0 else 0,
+                                    extents[d.axis] if d.axis >= 0 else 0)
+            shape.append(hi - lo)
+        out.append(TensorType(t.dtype, tuple(shape)))
+    return tuple(out)
 
 
 def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]:

@@ -64,9 +64,13 @@ class PieceWork:
 
 
 def _boxes(groups, combos) -> tuple:
-    return tuple((tuple(groups[a][g][0] for a, g in enumerate(c)),
-                  tuple(groups[a][g][1] for a, g in enumerate(c)),
-                  math.prod(groups[a][g][2] for a, g in enumerate(c))) for c in combos)
+    """((starts, extents, how many children), ...) of these combinations of per-axis groups."""
+    out = []
+    for c in combos:
+        picked = [gs[g] for gs, g in zip(groups, c)]
+        out.append((tuple(p[0] for p in picked), tuple(p[1] for p in picked),
+                    math.prod(p[2] for p in picked)))
+    return tuple(out)
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -7,14 +7,35 @@ GPU (data-parallel inference: every GPU holds the weights).
 
 Each tensor is then either *split* along one axis (its batch axis, which instructions carry along:
 a transpose moves it, a reduction over another axis keeps it) or *whole*. An instruction runs
-*split* when the rule of its opcode says how its results follow from slices of its batched
-sources; every GPU then runs it on its share (the slowest GPU has ceil(B / gpus) rows). Whole
-sources it needs are broadcast first if only GPU 0 holds them; an instruction that reduces the
-batch axis itself (a sum over the batch, a matmul whose K is the batch) all-reduces its partial
-results. An instruction whose sources every GPU holds whole (a transpose of a weight) runs
-*replicated*: every GPU runs it whole and holds its results, with no transfer. Any other
-instruction runs *single*: its split sources are gathered to GPU 0, which runs it whole and keeps
-its results.
+*split* when its rule says how its results follow from slices of its batched sources; every GPU
+then runs it on its share (the slowest GPU has ceil(B / gpus) rows). The rule of every opcode
+with an access map (every compute opcode and every extension instruction, `compiler.rules`) is
+read off the map, the same one the compiler splits by:
+
+- the batch dimensions of the batched sources must all read one iteration axis `a` directly
+  (`plain`): a batch dimension read through a window (the H of a conv2d), whole (the C of an lrn,
+  an extension size no split rule names) or broadcast, or batched sources on different axes (a
+  matmul with A split on M and B on N), cannot split; nor can an axis that is unsplittable, whose
+  reduction merges sorted runs (a sort or argsort along the batch), or whose least extent per
+  part is more than a GPU's share (an extension's `min`: a topk of K needs K values per part);
+- every other source that reads `a` (through one `plain` dimension) is read in slices along it
+  (a whole column as long as the batch in an add, the weights of a matmul whose K is the
+  batch); a source that does not read `a` (a bias row, the weights of a matmul on M) is read
+  whole;
+- when `a` is not a reduction axis, each destination's batch axis is its dimension on `a`;
+- when `a` is a reduction axis (a sum, a max, an argmax over the batch, a matmul contracting it,
+  the C of a conv2d, an extension's `reduce` split), every destination is whole and the GPUs'
+  partial results are all-reduced (the all-reduce is charged the destinations' bytes: for an
+  argmax or argmin, those of the indices).
+
+The data-movement opcodes, which have no access map, keep rules of their own: a transpose moves
+the axis, a reshape keeps it when the rows stay whole, a slice or concat keeps it when they cut or
+join along another axis, a copy keeps it, a gather keeps it off its last axis.
+
+Whole sources that only GPU 0 holds are broadcast first. An instruction whose sources every GPU
+holds whole (a transpose of a weight) runs *replicated*: every GPU runs it whole and holds its
+results, with no transfer. Any other instruction runs *single*: its split sources are gathered to
+GPU 0, which runs it whole and keeps its results.
 """
 from __future__ import annotations
 
@@ -51,92 +72,77 @@ def _shrink(t: TensorType, axis: int | None, share: int) -> TensorType:
     return TensorType(t.dtype, t.shape[:axis] + (share,) + t.shape[axis + 1:])
 
 
-def _same(axes) -> int | None:
-    """The one axis all batched sources share, or None (they disagree, or none is batched)."""
-    got = {a for a in axes if a is not None}
-    return got.pop() if len(got) == 1 else None
-
-
-def _rule(spec, outs, ins, attrs, axes, batch):
+def _rule(task, axes, used: int):
     """(batch axis of each destination, whether partial results are all-reduced, the batch axis
-    of each source as the GPU reads it), or None when the instruction cannot run split."""
-    name = spec.name
-    if spec.decl is not None:
-        return _extension_rule(spec.decl, outs, ins, axes)
-    if name in ("matmul", "conv2d", "eucdist"):
-        x, w = axes
-        keep_w = 1 if name == "matmul" else 0          # the axis of the second operand kept in the result
-        if x == 0 and w is None:
-            return [0], False, axes
-        if x is None and w == keep_w:
-            return [1], False, axes
-        if name != "conv2d" and x == 1 and w == (0 if name == "matmul" else 1):
-            return [None], True, axes                  # the contracted axis: partial sums
+    of each source as the GPU reads it), or None when the instruction cannot run split; `axes`
+    are the sources' batch axes (None: whole), `used` the GPUs sharing the batch."""
+    # lazy: the compiler loads numpy (~0.2 s), and `fractal baseline gpus` needs none of it
+    from compiler.rules import MERGES, DimKind, access_map
+    amap = access_map(task)
+    if amap is None:
+        return _move_rule(task, axes)
+    outs = len(task.outputs)
+    sources = amap.operands[outs:]
+    got = {dims[b].axis if dims[b].kind == DimKind.PLAIN else None
+           for dims, b in zip(sources, axes) if b is not None}
+    if len(got) != 1 or None in got:
+        return None                      # a window, whole or broadcast batch dim; or two axes
+    a = got.pop()
+    axis = amap.axes[a]
+    if not axis.splittable or axis.reduce in MERGES or used * axis.least > axis.size:
         return None
-    if name in ("reduce_sum", "reduce_max", "argmax", "argmin", "count"):
-        b = axes[0]
-        ax = ins[0].rank - 1 if name == "count" else normalize_axis(attrs["axis"], ins[0].rank)
-        if b == ax:
-            return [None], True, axes
-        return [b if b < ax else b - 1], False, axes
-    if name in ("sort", "argsort", "mergepos", "gather"):
-        b = _same(axes)
-        if b is None or b == ins[0].rank - 1 or any(a not in (None, b) for a in axes):
+
+    def on_a(dims) -> list[int]:
+        return [i for i, d in enumerate(dims)
+                if d.kind in (DimKind.PLAIN, DimKind.WINDOW) and d.axis == a]
+
+    reads = []
+    for dims, b in zip(sources, axes):
+        found = on_a(dims)
+        if b is not None and found != [b]:
+            return None                  # the batch dim is not the only one reading the axis
+        if b is None and found and (len(found) > 1 or dims[found[0]].kind != DimKind.PLAIN
+                                    or dims[found[0]].size != axis.size):
+            return None                  # a whole source read along the axis but not in slices
+        reads.append(found[0] if found else None)
+    dests = [on_a(dims) for dims in amap.operands[:outs]]
+    if axis.reduce is not None:          # partial results, combined element-wise (or by the
+        if any(dests):                   # extension's reduction instruction) across the GPUs
             return None
-        return [b], False, [b] * len(ins)        # whole sources are read in rows like the rest
-    if name in ("maxpool", "avgpool", "lrn"):
-        b = axes[0]
-        ok = (0, 1) if name != "lrn" else (0, 2, 3)     # windows cross H, W (pooling) or C (lrn)
-        return ([b], False, axes) if b in ok else None
+        return [None] * outs, True, reads
+    if any(len(d) != 1 for d in dests):
+        return None
+    return [d[0] for d in dests], False, reads
+
+
+def _move_rule(task, axes):
+    """The rule of a data-movement opcode (one without an access map)."""
+    name, outs, ins, attrs = task.opcode, task.outputs, task.inputs, task.attr
+    b = axes[0]
     if name == "transpose":
-        return [list(attrs["perm"]).index(axes[0])], False, axes
+        return [list(attrs["perm"]).index(b)], False, axes
     if name == "reshape":
-        b, src, dst = axes[0], ins[0].shape, outs[0].shape
+        src, dst = ins[0].shape, outs[0].shape
         for c in range(len(dst)):
             if dst[c] == src[b] and math.prod(dst[:c]) == math.prod(src[:b]):
                 return [c], False, axes
         return None
     if name == "slice":
-        b = axes[0]
         return None if normalize_axis(attrs["axis"], ins[0].rank) == b else ([b], False, axes)
     if name == "concat":
-        b = axes[0]
-        if b is None or any(a != b for a in axes) or normalize_axis(attrs["axis"], outs[0].rank) == b:
+        if (b is None or any(a != b for a in axes)
+                or normalize_axis(attrs["axis"], outs[0].rank) == b):
             return None
         return [b], False, axes
-    # element-wise with numpy broadcasting (and copy): align each source to the result's axes
-    rank = outs[0].rank
-    aligned = [None if a is None else a + rank - t.rank for a, t in zip(axes, ins)]
-    c = _same(aligned)
-    if c is None or any(a not in (None, c) for a in aligned):
-        return None
-    # a whole source that is full-size on the batch axis is read in slices too
-    reads = [c - (rank - t.rank) if a is None and c - (rank - t.rank) >= 0
-             and t.shape[c - (rank - t.rank)] == batch else a for a, t in zip(axes, ins)]
-    return [c], False, reads
-
-
-def _extension_rule(decl, outs, ins, axes):
-    """An extension splits along a size symbol that all its batched sources carry on their batch
-    axis and that one of its split rules names: concatenated, or combined by its reduction (no
-    window halos)."""
-    sources = decl.inputs
-    symbols = {sources[i].dims[a] for i, a in enumerate(axes) if a is not None}
-    if len(symbols) != 1:
-        return None
-    sym = symbols.pop()
-    rule = next((s for s in decl.splits if s.axis == sym), None)
-    if not isinstance(sym, str) or rule is None or rule.window:
-        return None
-    for o, a in zip(sources, axes):
-        if (a is None) == (sym in o.dims) or (a is not None and o.dims.count(sym) != 1):
-            return None                        # a whole source would need this axis sliced
-    if rule.reduce:
-        return [None] * len(outs), True, axes
-    dests = [o.dims.index(sym) if sym in o.dims else None for o in decl.outputs]
-    if None in dests:
-        return None
-    return dests, False, axes
+    if name == "copy":
+        return [b], False, axes
+    if name == "gather":                 # rows of the source and the indices go together
+        got = {a for a in axes if a is not None}
+        b = got.pop() if len(got) == 1 else None
+        if b is None or b == ins[0].rank - 1:
+            return None
+        return [b], False, [b] * len(ins)    # a whole source is read in rows like the other
+    raise AssertionError(f"no batch rule for the data-movement opcode {name}")
 
 
 def split_program(program: Program, table: dict, gpus: int, element_bytes) -> tuple[int | None, int, list[Step]]:
@@ -152,6 +158,8 @@ def split_program(program: Program, table: dict, gpus: int, element_bytes) -> tu
     if used < 2:
         steps = [Step("single", tuple(types[n] for n in i.operands)) for i in program.instructions]
         return batch, 1, steps
+    # lazy: the compiler loads numpy (~0.2 s), and `fractal baseline gpus` needs none of it
+    from compiler.rules import task_of
     share = math.ceil(batch / used)
     axis: dict[str, int | None] = {t.name: None for t in program.tensors}
     for t in program.inputs:
@@ -168,7 +176,7 @@ def split_program(program: Program, table: dict, gpus: int, element_bytes) -> tu
         s_axes = [axis[n] for n in srcs]
         rule = None
         if any(a is not None for a in s_axes):
-            rule = _rule(spec, d_types, s_types, spec.full_attrs(ins.attr), s_axes, batch)
+            rule = _rule(task_of(ins, types, table), s_axes, used)
         if rule is not None:
             d_axes, combine, reads = rule
             bcast = {n for n, a in zip(srcs, s_axes) if a is None and n not in replicated}
