@@ -13,9 +13,11 @@ This module imports nothing else of ours, so every layer can use it.
 from __future__ import annotations
 
 import difflib
+import os
 from dataclasses import dataclass
 
 __all__ = [
+    "env_limit",
     "FractalError", "UserError", "ErrorGroup", "InternalError", "SourceLocation",
     "did_you_mean",
 ]
@@ -96,3 +98,18 @@ def did_you_mean(word: str, choices) -> str | None:
     """A 'did you mean' hint for a misspelt name, or None when nothing is close."""
     close = difflib.get_close_matches(word, sorted(choices), n=1, cutoff=0.6)
     return f"did you mean '{close[0]}'?" if close else None
+
+
+def env_limit(var: str, default: int) -> int:
+    """A limit set by an environment variable, else `default`; a located error when the
+    variable holds anything but a positive integer."""
+    text = os.environ.get(var)
+    if text is None or not text.strip():
+        return default
+    try:
+        value = int(text.replace("_", ""))
+    except ValueError:
+        raise UserError(f"{var} must be a positive integer, got {text!r}", var) from None
+    if value < 1:
+        raise UserError(f"{var} must be a positive integer, got {text!r}", var)
+    return value

@@ -18,10 +18,9 @@ size of a machine (depth, fan-out, leaves) live with the machine description
 """
 from __future__ import annotations
 
-import os
 
 from isa.checker import opcode_table
-from isa.errors import UserError
+from isa.errors import UserError, env_limit
 from isa.opcodes import instruction_ops, pads
 
 __all__ = ["LIMITS", "limit", "check_data_run", "check_plan_pieces", "check_sim_pieces"]
@@ -37,16 +36,7 @@ LIMITS = {
 def limit(name: str) -> int:
     """The limit in force: its environment variable when set, else the default."""
     var, default, _ = LIMITS[name]
-    text = os.environ.get(var)
-    if text is None or not text.strip():
-        return default
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise UserError(f"{var} must be a positive integer, got {text!r}", var) from None
-    if value < 1:
-        raise UserError(f"{var} must be a positive integer, got {text!r}", var)
-    return value
+    return env_limit(var, default)
 
 
 def _over(name: str, what: str, value: int, where, hint: str | None = None,

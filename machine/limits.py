@@ -14,9 +14,8 @@ Like the rest of `machine/`, this module imports nothing of ours but the errors.
 from __future__ import annotations
 
 import math
-import os
 
-from isa.errors import UserError
+from isa.errors import UserError, env_limit
 
 __all__ = ["LIMITS", "limit", "check_machine_shape"]
 
@@ -31,16 +30,7 @@ LIMITS = {
 def limit(name: str) -> int:
     """The limit in force: its environment variable when set, else the default."""
     var, default, _ = LIMITS[name]
-    text = os.environ.get(var)
-    if text is None or not text.strip():
-        return default
-    try:
-        value = int(text.replace("_", ""))
-    except ValueError:
-        raise UserError(f"{var} must be a positive integer, got {text!r}", var) from None
-    if value < 1:
-        raise UserError(f"{var} must be a positive integer, got {text!r}", var)
-    return value
+    return env_limit(var, default)
 
 
 def _over(name: str, what: str, value: int, where) -> UserError:
