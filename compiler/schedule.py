@@ -441,10 +441,12 @@ class Schedule:
 
             cycles = decode + sum over pieces of per_piece + the final merge
                      + max over kinds of (journey - per_piece): pipeline fill and drain
-            per_piece = max(port, execute, reduce, journey / buffering)
+            per_piece = max(port, link in, link out, execute, reduce, journey / buffering)
 
-        where a piece's journey is its load, execute, store and reduce one after another, and
-        port is its loads' and stores' port cycles together (one port serves both).
+        where a piece's journey is its load, execute, store and reduce one after another, port
+        is its loads' and stores' port cycles together (one port serves both), and the links
+        carry loads and write-backs each at their bandwidth (full duplex) or one after the other
+        (half duplex: link in + link out).
         """
         cycles = moved = imbalance = fill = 0
         for kind, n in self.counts().items():
@@ -452,7 +454,10 @@ class Schedule:
             st = stage_times(w, node, child)
             execute = max(child_cycles(s, e) for s, e, _ in w.widest) + st.child_reduce
             journey = st.load + execute + st.store + st.reduce
-            per_piece = max(st.load_port + st.store_port, execute, st.reduce, journey / buffering)
+            links = ((st.load_link + st.store_link,) if child.duplex == "half"
+                     else (st.load_link, st.store_link))
+            per_piece = max(st.load_port + st.store_port, *links, execute, st.reduce,
+                            journey / buffering)
             cycles += n * per_piece
             fill = max(fill, journey - per_piece)
             moved += n * (w.load_bytes + w.store_bytes + w.reduce_ops)

@@ -90,8 +90,12 @@ class InternalError(FractalError):
         self.invariant = invariant
         self.where = where
         self.detail = detail
-        msg = f"internal error: invariant '{invariant}' violated at {where}"
-        super().__init__(msg + (f": {detail}" if detail else ""))
+        # the arguments rebuild the error (SimPy re-raises a process's error from its args)
+        super().__init__(invariant, where, detail)
+
+    def __str__(self) -> str:
+        msg = f"internal error: invariant '{self.invariant}' violated at {self.where}"
+        return msg + (f": {self.detail}" if self.detail else "")
 
 
 def did_you_mean(word: str, choices) -> str | None:

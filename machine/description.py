@@ -64,6 +64,8 @@ class Level:
     broadcast: bool = True      # the node can send one operand to all children at once
     buffering: int = DEFAULT_BUFFERING  # pieces in flight in a node's memory (2: one executing,
                                         # one loading); the root's is unused: it has no parent
+    duplex: str = "full"        # the link to the parent: "full" carries loads and write-backs
+                                # at once, each at link_bandwidth; "half" one at a time
 
 
 @dataclass(frozen=True)
@@ -166,8 +168,9 @@ _LEVEL_KEYS = {
     "link_pj_per_byte": (_NUM, False), "static_watts": (_NUM, False),
 }
 # key: kind, or (kind, must be positive) for an optional number
-_LEVEL_OPTIONAL = {"name": _STR, "broadcast": _BOOL, "buffering": (_INT, True), "note": _STR,
-                   "compute": "a table"}
+_LEVEL_OPTIONAL = {"name": _STR, "broadcast": _BOOL, "buffering": (_INT, True), "duplex": _STR,
+                   "note": _STR, "compute": "a table"}
+DUPLEX = ("full", "half")
 _COMPUTE_KEYS = {f.name: (_NUM, not f.name.endswith("pj_per_op")) for f in fields(Compute)}
 _TOP_KEYS = {"name": _STR, "frequency_hz": _NUM, "description": _STR, "level": "an array of tables",
              "note": _STR}
@@ -260,6 +263,9 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
         elif "compute" in lv:
             errors.append(UserError("only the leaf level (the last) computes: remove its "
                                     "[level.compute] table", where(path + "compute")))
+        if isinstance(lv.get("duplex"), str) and lv["duplex"] not in DUPLEX:
+            errors.append(UserError(f"'duplex' must be \"full\" or \"half\", got {lv['duplex']!r}",
+                                    where(path + "duplex")))
         leaf_fanout = {"fanout": None} if i == last else {}
         _check_table({k: v for k, v in lv.items() if k not in leaf_fanout}, required,
                      _LEVEL_OPTIONAL, path, where, errors)
@@ -276,6 +282,7 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
             fanout=0 if i == last else lv["fanout"],
             broadcast=lv.get("broadcast", True),
             buffering=lv.get("buffering", DEFAULT_BUFFERING),
+            duplex=lv.get("duplex", "full"),
             **{k: lv[k] for k in _LEVEL_KEYS if k != "fanout"}))
     compute = Compute(**{k: float(v) for k, v in raw_levels[-1]["compute"].items() if k != "note"})
     return Machine(name=data["name"], frequency_hz=float(freq), levels=tuple(levels),

@@ -8,9 +8,12 @@ from compiler.plan import Plan, PlanKind, level_counts
 from compiler.verify import plan_stats
 from isa.opcodes import OpClass
 
-__all__ = ["Energy", "plan_energy"]
+__all__ = ["CLASSES", "Energy", "plan_energy"]
 
 PJ = 1e-12
+
+
+CLASSES = ("compute", "reduction", "memory", "link", "static")
 
 
 @dataclass(frozen=True)
@@ -20,6 +23,8 @@ class Energy:
     memory: float       # joules reading and writing local memories
     link: float         # joules moving bytes over links
     static: float       # static power times time
+    levels: tuple = ()  # per level, root first: {class: joules} spent by that level's nodes
+                        # (a link's energy is its child level's: the link into that level)
 
     @property
     def total(self) -> float:
@@ -31,24 +36,31 @@ class Energy:
 
 
 def plan_energy(plan: Plan, seconds: float, roots=None) -> Energy:
-    """Energy of running the plan's instructions (or the given roots) for `seconds`."""
+    """Energy of running the plan's instructions (or the given roots) for `seconds`, by class
+    and by level."""
     m = plan.machine
     c = m.compute
     counts = level_counts(plan, roots)
-    compute = reduction = memory = 0.0
-    leaf = m.levels[-1]
+    levels = [dict.fromkeys(CLASSES, 0.0) for _ in m.levels]
     for (task, level), n in counts.items():
         node = plan.table[(task, level)]
+        here = levels[level]
         if node.kind == PlanKind.LEAF:
-            compute += n * sum(ops * c.pj_per_op(cls) for cls, ops in task.work if cls != OpClass.MOVE) * PJ
-            memory += n * task.nbytes * leaf.memory_pj_per_byte * PJ   # operands read, result written
-        reduction += n * (node.reduction_ops + node.child_reduction_ops) * c.elementwise_pj_per_op * PJ
-        memory += n * node.local_bytes * m.levels[level].memory_pj_per_byte * PJ
+            here["compute"] += n * sum(ops * c.pj_per_op(cls) for cls, ops in task.work
+                                       if cls != OpClass.MOVE) * PJ
+            here["memory"] += n * task.nbytes * m.levels[level].memory_pj_per_byte * PJ  # operands read, result written
+        here["reduction"] += n * node.reduction_ops * c.elementwise_pj_per_op * PJ
+        if node.child_reduction_ops:    # on the children's LFUs, adding into the partials they keep
+            levels[level + 1]["reduction"] += n * node.child_reduction_ops * c.elementwise_pj_per_op * PJ
+        here["memory"] += n * node.local_bytes * m.levels[level].memory_pj_per_byte * PJ
     stats, _ = plan_stats(plan, roots)
-    link = 0.0
     for s in stats[1:]:
         moved = s.bytes_in + s.bytes_out
         parent, child = m.levels[s.level - 1], m.levels[s.level]
-        link += moved * child.link_pj_per_byte * PJ
-        memory += moved * (parent.memory_pj_per_byte + child.memory_pj_per_byte) * PJ
-    return Energy(compute, reduction, memory, link, m.static_watts * seconds)
+        levels[s.level]["link"] += moved * child.link_pj_per_byte * PJ
+        levels[s.level - 1]["memory"] += moved * parent.memory_pj_per_byte * PJ
+        levels[s.level]["memory"] += moved * child.memory_pj_per_byte * PJ
+    for i, lv in enumerate(m.levels):
+        levels[i]["static"] = lv.static_watts * m.nodes_at(i) * seconds
+    totals = {k: sum(lv[k] for lv in levels) for k in CLASSES}
+    return Energy(**totals, levels=tuple(levels))

@@ -34,6 +34,7 @@ import simpy
 
 from compiler.plan import NodePlan, Plan, PlanKind, level_counts
 from compiler.schedule import Schedule, stage_times
+from isa.errors import InternalError
 from isa.limits import check_sim_pieces
 from isa.opcodes import OpClass
 
@@ -68,6 +69,13 @@ class NodeTotals:
     bytes_up: int = 0
     reduction_ops: int = 0
     child_reduction_ops: int = 0
+    port_busy: int = 0          # cycles the memory port was held
+    port_bytes: int = 0
+    link_in_busy: int = 0       # cycles the busiest child's link carried loads ...
+    link_in_bytes: int = 0
+    link_out_busy: int = 0      # ... and write-backs
+    link_out_bytes: int = 0
+    lfu_busy: int = 0           # cycles this node's LFU combined the children's results
 
 
 def _ceil(x: float) -> int:
@@ -100,6 +108,7 @@ class Engine:
         self.totals: dict = {}          # (task, level) -> NodeTotals
         self._durations: dict = {}      # (task, level) -> cycles, symmetric mode
         self._schedules: dict = {}      # (task, level) -> Schedule
+        self._violations: list[InternalError] = []
 
     # ------------------------------------------------------------ public
     def instruction_cycles(self) -> list[int]:
@@ -114,7 +123,7 @@ class Engine:
                 yield env.process(NodeRun(self, env, r, "0").run())
                 ends.append(int(env.now))
         env.process(program())
-        env.run()
+        self._run(env)
         return [b - a for a, b in zip([0] + ends[:-1], ends)]
 
     def duration(self, node: NodePlan) -> int:
@@ -124,7 +133,7 @@ class Engine:
         if d is None:
             env = simpy.Environment()
             env.process(NodeRun(self, env, node, "0").run())
-            env.run()
+            self._run(env)
             d = self._durations[key] = int(env.now)
         return d
 
@@ -134,6 +143,16 @@ class Engine:
         if s is None:
             s = self._schedules[key] = Schedule.of(node, self.machine.levels[node.level].broadcast)
         return s
+
+    def violation(self, error: InternalError):
+        """Note a broken invariant; raised when the simulation returns (SimPy re-creates an
+        exception raised inside a process from its arguments alone)."""
+        self._violations.append(error)
+
+    def _run(self, env: simpy.Environment):
+        env.run()
+        if self._violations:
+            raise self._violations[0]
 
     def record(self, path, node, piece, stage, start, end):
         if self.events is not None and end > start:
@@ -180,7 +199,33 @@ class NodeRun:
         yield from (self._pipeline() if self.node.kind == PlanKind.SPLIT else self._run_locally())
         self.totals.cycles = int(env.now - start)
         self.totals.latency += lv.decode_cycles
+        if self.node.kind == PlanKind.SPLIT:
+            self._check_capacity()
         self.engine.totals.setdefault((self.node.task, self.node.level), self.totals)
+
+    def _check_capacity(self):
+        """No port, link or LFU was busy longer than the node ran, nor carried more than its
+        bandwidth allows in that time."""
+        t, lv, child = self.totals, self.level, self.child
+        busy = {"memory port": (t.port_busy, t.port_bytes, lv.memory_bandwidth),
+                "children's links in": (t.link_in_busy, t.link_in_bytes, child.link_bandwidth),
+                "children's links out": (t.link_out_busy, t.link_out_bytes, child.link_bandwidth),
+                "LFU": (t.lfu_busy, None, None)}
+        if child.duplex == "half":
+            both = t.link_in_busy + t.link_out_busy
+            busy["children's half-duplex links"] = (both, t.link_in_bytes + t.link_out_bytes,
+                                                    child.link_bandwidth)
+        for what, (cycles, nbytes, bandwidth) in busy.items():
+            where = f"level {self.node.level} ({lv.name}), node {self.path}, {self.node.task.text()}"
+            if cycles > t.cycles:
+                self.engine.violation(InternalError(
+                    "a resource is busy no longer than the node runs", where,
+                    f"the {what} was busy {cycles:,} of {t.cycles:,} cycles"))
+            if nbytes is not None and nbytes > bandwidth * t.cycles + 1e-6 * nbytes:
+                self.engine.violation(InternalError(
+                    "a port or link carries no more than its bandwidth", where,
+                    f"the {what} carried {nbytes:,} bytes in {t.cycles:,} cycles at "
+                    f"{bandwidth:g} bytes/cycle"))
 
     def _run_locally(self):
         node, task = self.node, self.node.task
@@ -198,6 +243,10 @@ class NodeRun:
         env = self.env
         schedule = self.engine.schedule(self.node)
         self.port, self.lfu, self.kids = (simpy.Resource(env) for _ in range(3))
+        # the children's links: one resource per direction, or one for both (half duplex); a
+        # piece's transfer holds every busy child's link at once, for the busiest one's time
+        self.link_in = simpy.Resource(env)
+        self.link_out = self.link_in if self.child.duplex == "half" else simpy.Resource(env)
         self.buffers = simpy.Resource(env, capacity=self.child.buffering)
         running = []
         for i, kind in enumerate(schedule.sequence()):
@@ -210,16 +259,28 @@ class NodeRun:
             cycles = _ceil(schedule.final_reduce_ops / self.level.lfu_ops_per_cycle)
             yield env.timeout(cycles)
             self.totals.reduce += cycles
+            self.totals.lfu_busy += cycles
             self.totals.reduction_ops += schedule.final_reduce_ops
             self.engine.record(self.path, self.node, len(running), "RD", start, env.now)
 
-    def _transfer(self, port_cycles: int, link_cycles: int, latency: int):
-        with self.port.request() as req:
-            yield req
-            yield self.env.timeout(port_cycles)
-        yield self.env.timeout(max(0, link_cycles - port_cycles) + latency)
-        self.totals.transfer += max(port_cycles, link_cycles)
-        self.totals.latency += latency
+    def _transfer(self, link, port_cycles: int, link_cycles: int, latency: int):
+        """Hold the children's links in one direction for the link time and, within it, the
+        memory port for the port time; the latency follows, holding neither."""
+        with link.request() as held:
+            yield held
+            with self.port.request() as req:
+                yield req
+                yield self.env.timeout(port_cycles)
+            yield self.env.timeout(max(0, link_cycles - port_cycles))
+        yield self.env.timeout(latency)
+        t = self.totals
+        t.transfer += max(port_cycles, link_cycles)
+        t.latency += latency
+        t.port_busy += port_cycles
+        if link is self.link_in and link_cycles:
+            t.link_in_busy += link_cycles
+        elif link_cycles:
+            t.link_out_busy += link_cycles
 
     def _piece(self, i: int, schedule: Schedule, kind: tuple, buffer):
         env, t = self.env, self.totals
@@ -229,8 +290,11 @@ class NodeRun:
         t.bytes_up += work.store_bytes
         t.reduction_ops += work.reduce_ops
         t.child_reduction_ops += work.child_reduce_ops
+        t.port_bytes += work.load_bytes + work.store_bytes
+        t.link_in_bytes += work.load_link_bytes
+        t.link_out_bytes += work.store_link_bytes
         start = env.now
-        yield from self._transfer(st.load_port, st.load_link, st.latency)
+        yield from self._transfer(self.link_in, st.load_port, st.load_link, st.latency)
         self.engine.record(self.path, self.node, i, "LD", start, env.now)
         with self.kids.request() as req:
             yield req
@@ -243,7 +307,7 @@ class NodeRun:
             self.engine.record(self.path, self.node, i, "EX", start, env.now)
         if work.store_bytes:
             start = env.now
-            yield from self._transfer(st.store_port, st.store_link, st.latency)
+            yield from self._transfer(self.link_out, st.store_port, st.store_link, st.latency)
             self.engine.record(self.path, self.node, i, "WB", start, env.now)
         if st.reduce:
             with self.lfu.request() as req:
@@ -251,6 +315,7 @@ class NodeRun:
                 start = env.now
                 yield env.timeout(st.reduce)
                 t.reduce += st.reduce
+                t.lfu_busy += st.reduce
                 self.engine.record(self.path, self.node, i, "RD", start, env.now)
         self.buffers.release(buffer)
 

@@ -102,6 +102,16 @@ class Report:
         for lv in self.levels:
             lines.append(f"  {lv['level']:<6}{lv['name']:<10}{lv['nodes']:>10,}{lv['instructions']:>14,}"
                          f"{lv['bytes_in']:>16,}{lv['bytes_out']:>16,}{lv['reduction_ops']:>15,}")
+        if all("busy" in lv for lv in self.levels):
+            lines += ["", f"  {'level':<6}{'name':<10}{'busy:':>6}{'port':>7}{'link in':>8}"
+                      f"{'out':>6}{'LFU':>6}{'compute':>8}   energy mJ:"
+                      + "".join(f"{k:>10}" for k in self.levels[0]["energy_joules"])]
+            for lv in self.levels:
+                b = lv["busy"]
+                lines.append(f"  {lv['level']:<6}{lv['name']:<10}{'':>6}{b['port']:>7.1%}"
+                             f"{b['link_in']:>8.1%}{b['link_out']:>6.1%}{b['lfu']:>6.1%}"
+                             f"{b['compute']:>8.1%}   {'':10}"
+                             + "".join(f"{j * 1e3:>10.4g}" for j in lv["energy_joules"].values()))
         lines += ["", f"  {'line':>5}  {'cycles':>12} {'util':>6}  {'bound':<10} instruction"]
         for i in self.instructions:
             lines.append(f"  {i.line or '':>5}  {i.cycles:>12,} {i.utilization:>6.1%}  {i.bound:<10} "
@@ -123,6 +133,11 @@ def check_report(r: Report) -> None:
         fail("cycles are positive and finite", "whole program", f"{r.cycles} cycles")
     if not 0 <= r.utilization <= 1 + 1e-12:
         fail("utilization is at most 1", "whole program", f"utilization {r.utilization}")
+    for lv in r.levels:
+        for what, fraction in lv.get("busy", {}).items():
+            if not 0 <= fraction <= 1 + 1e-9:
+                fail("a resource is busy at most all of the run", f"level {lv['level']} "
+                     f"({lv['name']}), {what}", f"busy fraction {fraction}")
     down, up = r.compulsory_bytes
     for lv in r.levels[1:]:
         if lv["bytes_in"] < down or lv["bytes_out"] < up:

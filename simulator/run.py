@@ -61,12 +61,41 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
         energy_breakdown=energy.to_json(), leaves=m.leaves,
         levels=[{"level": s.level, "name": s.name, "nodes": s.nodes,
                  "instructions": s.instructions, "bytes_in": s.bytes_in, "bytes_out": s.bytes_out,
-                 "reduction_ops": s.reduction_ops, "local_bytes": s.local_bytes} for s in stats],
+                 "reduction_ops": s.reduction_ops, "local_bytes": s.local_bytes,
+                 "energy_joules": e, "busy": b}
+                for s, e, b in zip(stats, energy.levels, busy_fractions(plan, engine, total))],
         instructions=rows, compulsory_bytes=compulsory_bytes(plan),
         leaf_compute_joules=energy.compute, outputs=outputs)
     check_report(report)
     report.wall_seconds = time.perf_counter() - start
     return report, engine
+
+
+def busy_fractions(plan: Plan, engine: Engine, cycles: int) -> list[dict]:
+    """Per level, root first: the fraction of the run's cycles its nodes' memory ports, the
+    links into it (loads in, write-backs out; the busiest child's, as a piece holds every busy
+    child's link at once), its LFUs and its compute units were busy, over all its nodes."""
+    m = plan.machine
+    busy = [dict.fromkeys(("port", "link_in", "link_out", "lfu", "compute"), 0) for _ in m.levels]
+    for (task, level), n in level_counts(plan).items():
+        t = engine.totals.get((task, level))
+        if t is None:
+            continue
+        here = busy[level]
+        if engine.plan.node(task, level).kind == PlanKind.SPLIT:
+            here["port"] += n * t.port_busy
+            here["lfu"] += n * t.lfu_busy
+            busy[level + 1]["link_in"] += n * t.link_in_busy
+            busy[level + 1]["link_out"] += n * t.link_out_busy
+        else:                           # a leaf, or a node's own DMA: its memory port
+            here["port"] += n * t.leaf_memory
+            here["compute"] += n * t.leaf_compute
+    for i, here in enumerate(busy):
+        nodes = m.nodes_at(i)
+        parents = m.nodes_at(i - 1) if i else 1
+        for k in here:
+            here[k] = here[k] / ((parents if k.startswith("link") else nodes) * cycles) if cycles else 0.0
+    return busy
 
 
 def compute_outputs(plan: Plan, feeds: dict) -> dict:

@@ -216,7 +216,7 @@ def any_program(rng: np.random.Generator):
 def random_machine(rng: np.random.Generator, max_leaves: int = 4096, leaf_memory: int | None = None,
                    huge: bool = False):
     """`tiny` re-scaled to depth 1..4 with fan-outs 1..16 (including 3, 5, 7) and random memories;
-    `huge` adds fan-outs 11 and 13 and memories up to 64 MiB per leaf."""
+    `huge` adds fan-outs 11 and 13, memories up to 64 MiB per leaf, and half-duplex links."""
     r = lambda lo, hi: int(rng.integers(lo, hi + 1))
     fan_choices = [1, 2, 3, 4, 5, 7, 8, 16] + ([11, 13] if huge else [])
     while True:
@@ -231,6 +231,8 @@ def random_machine(rng: np.random.Generator, max_leaves: int = 4096, leaf_memory
     for i in range(1, depth):
         levels[i] = replace(levels[i], memory_bytes=leaf_mem * int(rng.choice([4, 16, 64])))
     levels[-1] = replace(levels[-1], memory_bytes=leaf_mem)
+    if huge:                            # and links of either duplex
+        levels = [replace(lv, duplex=str(rng.choice(["full", "half"]))) for lv in levels]
     return replace(m, levels=tuple(levels))
 
 

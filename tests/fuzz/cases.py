@@ -124,7 +124,7 @@ def machine_case(rng) -> Case:
                        ["run", str(ROOT / program), "--machine", "m.toml", "--timing-only"]])
     expect = 2 if how.split(":")[0] in ("invalid-utf8", "empty", "delete-key", "unknown-key",
                                         "drop-levels", "level-not-table") else None
-    if how.startswith("delete-key") and how.endswith((".name", ".broadcast", ".buffering", ".note",
+    if how.startswith("delete-key") and how.endswith((".name", ".broadcast", ".buffering", ".duplex", ".note",
                                                       "description")):
         expect = None           # optional keys
     return Case("machine", how, argv, {"m.toml": data}, expect, "machine")
