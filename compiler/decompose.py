@@ -20,8 +20,9 @@ import math
 
 from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
 from compiler.rules import AccessMap, Task, access_map, box_types, ceil_div, task_of
+from compiler.leaf import leaf_cycles
 from compiler.schedule import Schedule, _Axis
-from isa.checker import leaf_work, opcode_table
+from isa.checker import opcode_table
 from isa.errors import UserError
 from isa.limits import check_plan_pieces
 from isa.opcodes import OpClass
@@ -206,11 +207,13 @@ class _CostModel:
         key = tuple(ext)        # children of one extent differ at most in border padding
         c = self._children.get(key)
         if c is None:
-            types = box_types(self.task, self.amap, starts, ext)
-            n_out = self.task.spec.outputs
-            work = leaf_work(self.task.spec, types[:n_out], types[n_out:], self.task.attr)
-            compute = sum(ops / self.compute.ops_per_cycle(k) for k, ops in work
-                          if k != OpClass.MOVE) / self.leaves_below
+            child = Task(self.task.opcode, box_types(self.task, self.amap, starts, ext),
+                         self.task.attrs, self.task.ext)
+            if self.leaves_below == 1:      # a leaf: its compute units at the tile's fill
+                compute = leaf_cycles(child, self.compute)
+            else:                           # shared by the leaves below, at the full rates
+                compute = sum(ops / self.compute.ops_per_cycle(k, child.inputs[0].dtype)
+                              for k, ops in child.work if k != OpClass.MOVE) / self.leaves_below
             c = self._children[key] = self.child_fixed + max(
                 compute, self.footprint(ext) / self.child.memory_bandwidth)
         return c

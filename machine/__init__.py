@@ -5,9 +5,11 @@ the shipped presets live in `machine/presets/`, and the limits on the size of a 
 agrees to model in `machine/limits.py`. The package imports nothing of ours but `isa.errors`, so
 the compiler, the simulator and the front end may all use it.
 """
-from machine.description import (DEFAULT_BUFFERING, OP_CLASSES, PRESET_DIR, PRESETS, Compute, Level,
-                                 Machine, load_machine, machine_from_dict, preset, read_toml)
+from machine.description import (DEFAULT_BUFFERING, DTYPE_NAMES, OP_CLASSES, PRESET_DIR, PRESETS,
+                                 Compute, Level, Machine, load_machine, machine_from_dict, preset,
+                                 read_toml)
 from machine.limits import check_machine_shape
 
 __all__ = ["Machine", "Level", "Compute", "load_machine", "machine_from_dict", "preset", "read_toml",
-           "PRESETS", "PRESET_DIR", "OP_CLASSES", "DEFAULT_BUFFERING", "check_machine_shape"]
+           "PRESETS", "PRESET_DIR", "OP_CLASSES", "DEFAULT_BUFFERING", "DTYPE_NAMES",
+           "check_machine_shape"]

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 import re
 import tomllib
+import dataclasses
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
@@ -21,7 +22,7 @@ from isa.errors import ErrorGroup, UserError, did_you_mean
 from machine.limits import check_machine_shape
 
 __all__ = ["Level", "Compute", "Machine", "load_machine", "machine_from_dict", "preset",
-           "read_toml", "PRESETS", "PRESET_DIR", "OP_CLASSES", "DEFAULT_BUFFERING"]
+           "read_toml", "PRESETS", "PRESET_DIR", "OP_CLASSES", "DEFAULT_BUFFERING", "DTYPE_NAMES"]
 
 OP_CLASSES = ("mac", "elementwise", "compare")
 PRESET_DIR = Path(__file__).parent / "presets"
@@ -30,17 +31,33 @@ PRESETS = ("tiny", "f1", "f100")
 DEFAULT_BUFFERING = 2
 
 
+#: the element types a machine may give its own MAC rate (the ISA's data types)
+DTYPE_NAMES = ("f32", "i32", "f16", "bf16", "i8")
+
+
 @dataclass(frozen=True)
 class Compute:
-    """Leaf compute: ops per cycle and energy per op, per op class."""
+    """Leaf compute: ops per cycle and energy per op, per op class; optionally the shape of the
+    MAC array and the lanes of the vector units (whose unfilled parts a small tile wastes), and
+    a MAC rate per data type."""
     mac_ops_per_cycle: float
     elementwise_ops_per_cycle: float
     compare_ops_per_cycle: float
     mac_pj_per_op: float
     elementwise_pj_per_op: float
     compare_pj_per_op: float
+    mac_array: tuple = ()           # (rows, columns) of multipliers: rows along the reduction
+                                    # (K, input channels), columns along the outputs (N, output
+                                    # channels); () for a unit that runs any tile at its full rate
+    array_fill_cycles: int = 0      # cycles to fill and drain the array, once per instruction
+    vector_width: int = 0           # lanes of the element-wise and compare units; 0: any shape
+    mac_ops_per_cycle_by_dtype: tuple = ()  # ((dtype, ops/cycle), ...); others: mac_ops_per_cycle
 
-    def ops_per_cycle(self, op_class: str) -> float:
+    def ops_per_cycle(self, op_class: str, dtype: str | None = None) -> float:
+        if op_class == "mac" and dtype is not None:
+            for name, rate in self.mac_ops_per_cycle_by_dtype:
+                if name == dtype:
+                    return rate
         return getattr(self, f"{op_class}_ops_per_cycle")
 
     def pj_per_op(self, op_class: str) -> float:
@@ -171,7 +188,11 @@ _LEVEL_KEYS = {
 _LEVEL_OPTIONAL = {"name": _STR, "broadcast": _BOOL, "buffering": (_INT, True), "duplex": _STR,
                    "note": _STR, "compute": "a table"}
 DUPLEX = ("full", "half")
-_COMPUTE_KEYS = {f.name: (_NUM, not f.name.endswith("pj_per_op")) for f in fields(Compute)}
+_COMPUTE_KEYS = {f.name: (_NUM, not f.name.endswith("pj_per_op")) for f in fields(Compute)
+                 if f.default is dataclasses.MISSING}
+_COMPUTE_OPTIONAL = {"note": _STR, "mac_array": "an array of two positive integers",
+                     "array_fill_cycles": (_INT, False), "vector_width": (_INT, True),
+                     "mac_ops_per_cycle_by_dtype": "a table of data type = ops/cycle"}
 _TOP_KEYS = {"name": _STR, "frequency_hz": _NUM, "description": _STR, "level": "an array of tables",
              "note": _STR}
 
@@ -212,6 +233,34 @@ def _check_value(key: str, v, kind: str, positive: bool | None, at: str, errors:
         errors.append(UserError(f"'{key}' must be positive, got {v}", at))
     elif positive is False and v < 0:
         errors.append(UserError(f"'{key}' must not be negative, got {v}", at))
+
+
+def _check_compute(c: dict, path: str, where, errors: list):
+    """The optional array, vector and per-type keys of [level.compute]."""
+    if "mac_array" in c:
+        shape = c["mac_array"]
+        if not (isinstance(shape, list) and len(shape) == 2
+                and all(_kind_ok(n, _INT) and n > 0 for n in shape)):
+            errors.append(UserError(f"'mac_array' must be [rows, columns] of positive integers, "
+                                    f"got {shape!r}", where(path + "mac_array")))
+        elif _kind_ok(c.get("mac_ops_per_cycle"), _NUM) and c["mac_ops_per_cycle"] != 2 * shape[0] * shape[1]:
+            errors.append(UserError(
+                f"a {shape[0]} x {shape[1]} MAC array runs {2 * shape[0] * shape[1]:,} ops per cycle "
+                f"(a multiply-accumulate is two ops), but 'mac_ops_per_cycle' is "
+                f"{c['mac_ops_per_cycle']:g}", where(path + "mac_array")))
+    rates = c.get("mac_ops_per_cycle_by_dtype")
+    if rates is not None:
+        if not isinstance(rates, dict):
+            errors.append(UserError("'mac_ops_per_cycle_by_dtype' must be a table of data type = "
+                                    f"ops/cycle, got {rates!r}", where(path + "mac_ops_per_cycle_by_dtype")))
+            return
+        for k, v in rates.items():
+            at = where(f"{path}mac_ops_per_cycle_by_dtype.{k}")
+            if k not in DTYPE_NAMES:
+                errors.append(UserError(f"unknown data type '{k}' (one of {', '.join(DTYPE_NAMES)})",
+                                        at, hint=did_you_mean(k, DTYPE_NAMES)))
+            else:
+                _check_value(k, v, _NUM, True, at, errors)
 
 
 def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
@@ -258,8 +307,9 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
                 errors.append(UserError("the leaf level needs a [level.compute] table",
                                         where(path + "compute")))
             else:
-                _check_table(lv["compute"], _COMPUTE_KEYS, {"note": _STR}, path + "compute.",
+                _check_table(lv["compute"], _COMPUTE_KEYS, _COMPUTE_OPTIONAL, path + "compute.",
                              where, errors)
+                _check_compute(lv["compute"], path + "compute.", where, errors)
         elif "compute" in lv:
             errors.append(UserError("only the leaf level (the last) computes: remove its "
                                     "[level.compute] table", where(path + "compute")))
@@ -284,7 +334,13 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
             buffering=lv.get("buffering", DEFAULT_BUFFERING),
             duplex=lv.get("duplex", "full"),
             **{k: lv[k] for k in _LEVEL_KEYS if k != "fanout"}))
-    compute = Compute(**{k: float(v) for k, v in raw_levels[-1]["compute"].items() if k != "note"})
+    raw = raw_levels[-1]["compute"]
+    compute = Compute(**{k: float(raw[k]) for k in _COMPUTE_KEYS},
+                      mac_array=tuple(raw.get("mac_array", ())),
+                      array_fill_cycles=raw.get("array_fill_cycles", 0),
+                      vector_width=raw.get("vector_width", 0),
+                      mac_ops_per_cycle_by_dtype=tuple(
+                          (k, float(v)) for k, v in raw.get("mac_ops_per_cycle_by_dtype", {}).items()))
     return Machine(name=data["name"], frequency_hz=float(freq), levels=tuple(levels),
                    compute=compute, description=data.get("description", ""))
 

@@ -33,10 +33,10 @@ from dataclasses import dataclass
 import simpy
 
 from compiler.plan import NodePlan, Plan, PlanKind, level_counts
+from compiler.leaf import leaf_cycles
 from compiler.schedule import Schedule, stage_times
 from isa.errors import InternalError
 from isa.limits import check_sim_pieces
-from isa.opcodes import OpClass
 
 __all__ = ["Engine", "StageEvent", "NodeTotals"]
 
@@ -232,8 +232,7 @@ class NodeRun:
         memory = _ceil((node.local_bytes or task.nbytes) / self.level.memory_bandwidth)
         compute = 0
         if node.kind == PlanKind.LEAF:
-            compute = sum(_ceil(ops / self.engine.machine.compute.ops_per_cycle(c))
-                          for c, ops in task.work if c != OpClass.MOVE)
+            compute = leaf_cycles(task, self.engine.machine.compute)
         self.totals.leaf_compute, self.totals.leaf_memory = compute, memory
         start = self.env.now
         yield self.env.timeout(max(compute, memory))

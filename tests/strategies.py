@@ -25,6 +25,38 @@ def _decl(name, dtype, shape, role=""):
     return f"tensor {name} : {dtype}[{', '.join(map(str, shape))}] {role}".rstrip()
 
 
+FLOATS = ("f32", "f16", "bf16")
+ALL_DTYPES = ("f32", "i32", "f16", "bf16", "i8")
+
+
+#: how closely a float output of the leaves must match the reference's, relative to the output's
+#: largest magnitude: f32 2e-4 (float32 BLAS against a float64 reference); f16 and bf16 eight
+#: units of rounding (u = 2^-11, 2^-8): the reference rounds each result once, while a decomposed
+#: reduction also rounds every leaf's partial and every partial sum to the destination type
+TOLERANCE = {"f32": 2e-4, "f16": 8 * 2.0**-11, "bf16": 8 * 2.0**-8}
+
+
+def close_to_reference(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """Per element: does `got` match the reference's `want`? Integers exactly; floats within
+    TOLERANCE of their type (relative, and absolute against the output's scale); NaN where NaN."""
+    from isa.reference import dtype_name
+    name = dtype_name(want.dtype)
+    if name not in TOLERANCE:
+        return np.asarray(got) == np.asarray(want)
+    g, w = np.asarray(got).astype(np.float64), np.asarray(want).astype(np.float64)
+    finite = np.isfinite(w)
+    scale = float(np.abs(w[finite]).max()) if finite.any() else 1.0
+    tol = TOLERANCE[name]
+    return np.isclose(g, w, rtol=tol, atol=tol * max(1.0, scale), equal_nan=True)
+
+
+def _dtype(rng, choices):
+    """One of `choices`: the first (the classic f32 or i32) half the time, else any other."""
+    if len(choices) == 1 or rng.integers(0, 2) == 0:
+        return choices[0]
+    return choices[int(rng.integers(1, len(choices)))]
+
+
 def _dims(rng, rank, lo=1, hi=9):
     return [int(rng.integers(lo, hi)) for _ in range(rank)]
 
@@ -36,8 +68,10 @@ def random_program(rng: np.random.Generator, opcode: str):
     if opcode in ("matmul", "eucdist"):
         m, k, n = r(1, 40), r(1, 70), r(1, 40)
         b = (k, n) if opcode == "matmul" else (n, k)
-        lines = [_decl("a", "f32", (m, k), "input"), _decl("b", "f32", b, "param"),
-                 _decl("y", "f32", (m, n), "output")]
+        dt = _dtype(rng, ("f32", "f16", "bf16", "i8"))
+        out = "i32" if dt == "i8" else dt           # i8 products accumulate in i32
+        lines = [_decl("a", dt, (m, k), "input"), _decl("b", dt, b, "param"),
+                 _decl("y", out, (m, n), "output")]
         body = f"{opcode} y, a, b"
     elif opcode == "conv2d":
         n, c, o, kh, kw, s = r(1, 3), r(1, 6), r(1, 6), r(1, 4), r(1, 4), r(1, 3)
@@ -45,34 +79,42 @@ def random_program(rng: np.random.Generator, opcode: str):
         pt, pl, pb, pr = pad if isinstance(pad, tuple) else (pad,) * 4
         h, w = r(max(1, kh - pt - pb), 14), r(max(1, kw - pl - pr), 14)
         ho, wo = conv_out(h, kh, s, pt, pb), conv_out(w, kw, s, pl, pr)
-        lines = [_decl("x", "f32", (n, c, h, w), "input"), _decl("w", "f32", (o, c, kh, kw), "param"),
-                 _decl("y", "f32", (n, o, ho, wo), "output")]
+        dt = _dtype(rng, ("f32", "f16", "bf16", "i8"))
+        lines = [_decl("x", dt, (n, c, h, w), "input"), _decl("w", dt, (o, c, kh, kw), "param"),
+                 _decl("y", "i32" if dt == "i8" else dt, (n, o, ho, wo), "output")]
         body = f"conv2d y, x, w, stride={s}, pad={pad}".replace(" ", " ")
     elif opcode in ("maxpool", "avgpool"):
         n, c, k, s = r(1, 3), r(1, 5), r(1, 4), r(1, 3)
         p = r(0, k - 1)
         h, w = r(max(1, k - 2 * p), 15), r(max(1, k - 2 * p), 15)
         ho, wo = conv_out(h, k, s, p), conv_out(w, k, s, p)
-        lines = [_decl("x", "f32", (n, c, h, w), "input"), _decl("y", "f32", (n, c, ho, wo), "output")]
+        dt = _dtype(rng, FLOATS)
+        lines = [_decl("x", dt, (n, c, h, w), "input"), _decl("y", dt, (n, c, ho, wo), "output")]
         body = f"{opcode} y, x, kernel={k}, stride={s}, pad={p}"
     elif opcode == "lrn":
         shape = (r(1, 3), r(1, 9), r(1, 7), r(1, 7))
-        lines = [_decl("x", "f32", shape, "input"), _decl("y", "f32", shape, "output")]
+        dt = _dtype(rng, FLOATS)
+        lines = [_decl("x", dt, shape, "input"), _decl("y", dt, shape, "output")]
         body = f"lrn y, x, size={r(1, 6)}, alpha=0.001, beta=0.75, k=1.0"
     elif opcode in ("add", "sub", "mul", "div"):
         dtype = "f32" if opcode == "div" or r(0, 2) else "i32"
+        if dtype == "f32":
+            dtype = _dtype(rng, FLOATS)
         z = _dims(rng, r(1, 4))
         y = [d if r(0, 2) else 1 for d in z][r(0, len(z) - 1):]
         lines = [_decl("a", dtype, z, "input"), _decl("b", dtype, y, "param"), _decl("z", dtype, z, "output")]
         body = f"{opcode} z, a, b" if r(0, 1) else f"{opcode} z, b, a"
     elif opcode in ("relu", "sigmoid", "tanh", "exp"):
         shape = _dims(rng, r(1, 4))
-        lines = [_decl("x", "f32", shape, "input"), _decl("y", "f32", shape, "output")]
+        dt = _dtype(rng, FLOATS)
+        lines = [_decl("x", dt, shape, "input"), _decl("y", dt, shape, "output")]
         body = f"{opcode} y, x"
     elif opcode in ("reduce_sum", "reduce_max", "argmax", "argmin"):
         shape = _dims(rng, r(1, 3), 1, 30)
         ax = r(-len(shape), len(shape) - 1)
         dtype = "f32" if opcode in ("argmax", "argmin") or r(0, 2) else "i32"
+        if dtype == "f32":      # reduce_sum takes every type but i8; the compares take all
+            dtype = _dtype(rng, FLOATS if opcode == "reduce_sum" else FLOATS + ("i8",))
         out = shape[:ax % len(shape)] + shape[ax % len(shape) + 1:]
         odt = "i32" if opcode.startswith("arg") else dtype
         lines = [_decl("x", dtype, shape, "input"), _decl("y", odt, out, "output")]
@@ -80,18 +122,19 @@ def random_program(rng: np.random.Generator, opcode: str):
     elif opcode in ("sort", "argsort", "count"):
         shape = _dims(rng, r(1, 3), 1, 6)
         shape[-1] = r(1, 300)
-        dtype = "i32" if r(0, 1) else "f32"
+        dtype = _dtype(rng, ("i32",) + FLOATS + ("i8",)) if r(0, 1) else "f32"
         if opcode in ("sort", "argsort"):
             lines = [_decl("x", dtype, shape, "input"),
                      _decl("y", dtype if opcode == "sort" else "i32", shape, "output")]
             body = f"{opcode} y, x"
         else:
-            lines = [_decl("x", "i32", shape, "input"), _decl("y", "i32", shape[:-1], "output")]
+            dtype = "i8" if dtype == "i8" else "i32"
+            lines = [_decl("x", dtype, shape, "input"), _decl("y", "i32", shape[:-1], "output")]
             body = f"count y, x, value={r(0, 9)}"
     elif opcode == "mergepos":
         lead = _dims(rng, r(0, 2), 1, 5)
         a, b = lead + [r(1, 9)], lead + [r(1, 9)]
-        dtype = "i32" if r(0, 1) else "f32"
+        dtype = _dtype(rng, ALL_DTYPES) if r(0, 1) else "f32"
         lines = [_decl("x", dtype, a, "input"), _decl("z", dtype, b, "input"),
                  _decl("sx", dtype, a), _decl("sz", dtype, b),
                  _decl("y", "i32", lead + [a[-1] + b[-1]], "output")]
@@ -99,34 +142,45 @@ def random_program(rng: np.random.Generator, opcode: str):
     elif opcode == "gather":
         shape = _dims(rng, r(1, 3), 1, 6)
         k = r(1, shape[-1])
-        lines = [_decl("x", "f32", shape, "input"), _decl("o", "i32", shape),
-                 _decl("i", "i32", shape[:-1] + [k]), _decl("y", "f32", shape[:-1] + [k], "output")]
+        dt = _dtype(rng, ALL_DTYPES)
+        lines = [_decl("x", dt, shape, "input"), _decl("o", "i32", shape),
+                 _decl("i", "i32", shape[:-1] + [k]), _decl("y", dt, shape[:-1] + [k], "output")]
         body = f"argsort o, x\nslice i, o, axis={len(shape) - 1}, start=0\ngather y, x, i"
+    elif opcode == "cast":      # any type to any type; floats scaled up so that i8 saturates too
+        shape = _dims(rng, r(0, 3), 1, 9)
+        src, dst = str(rng.choice(ALL_DTYPES)), str(rng.choice(ALL_DTYPES))
+        lines = [_decl("x", src, shape, "input"), _decl("y", dst, shape, "output")]
+        body = "cast y, x"
+        if src in FLOATS:
+            lines += [_decl("s", src, []), _decl("t", src, shape)]
+            body = f"reduce_sum s, x, axis=0\nmul t, x, s\ncast y, t" if shape else "cast y, x"
+            lines = lines if shape else lines[:2]
     elif opcode in EXTENSION_OPCODES:
         return _extension_program(rng, opcode)
     else:   # data movement: a transpose, copy, reshape, slice or concat after a relu
         shape = _dims(rng, 3, 1, 6)
-        lines = [_decl("x", "f32", shape, "input"), _decl("t", "f32", shape)]
+        mdt = _dtype(rng, FLOATS)
+        lines = [_decl("x", mdt, shape, "input"), _decl("t", mdt, shape)]
         body = "relu t, x\n"
         if opcode == "transpose":
             perm = tuple(int(i) for i in rng.permutation(3))
-            lines.append(_decl("y", "f32", [shape[p] for p in perm], "output"))
+            lines.append(_decl("y", mdt, [shape[p] for p in perm], "output"))
             body += f"transpose y, t, perm={perm}"
         elif opcode in ("copy", "reshape"):
             out = shape if opcode == "copy" else [int(np.prod(shape))]
-            lines.append(_decl("y", "f32", out, "output"))
+            lines.append(_decl("y", mdt, out, "output"))
             body += f"{opcode} y, t"
         elif opcode == "slice":
             ax = r(0, 2)
             ext = r(1, shape[ax])
             out = shape[:ax] + [ext] + shape[ax + 1:]
-            lines.append(_decl("y", "f32", out, "output"))
+            lines.append(_decl("y", mdt, out, "output"))
             body += f"slice y, t, axis={ax}, start={r(0, shape[ax] - ext)}"
         else:
             ax = r(0, 2)
             out = list(shape)
             out[ax] *= 2
-            lines.append(_decl("y", "f32", out, "output"))
+            lines.append(_decl("y", mdt, out, "output"))
             body += f"concat y, t, x, axis={ax}"
     return parse_program("\n".join(lines) + "\n" + body + "\n", f"random_{opcode}.fasm")
 
@@ -248,7 +302,16 @@ def machine_toml(m: Machine) -> str:
                 continue
             lines.append(f"{f.name} = {_toml_value(v)}")
     lines.append("\n[level.compute]")
-    lines += [f"{f.name} = {_toml_value(getattr(m.compute, f.name))}" for f in fields(Compute)]
+    for f in fields(Compute):
+        v = getattr(m.compute, f.name)
+        if f.name == "mac_ops_per_cycle_by_dtype":
+            if v:
+                lines.append(f"{f.name} = {{ " + ", ".join(f"{k} = {r!r}" for k, r in v) + " }")
+        elif f.name == "mac_array":
+            if v:
+                lines.append(f"{f.name} = [{v[0]}, {v[1]}]")
+        elif v != f.default:
+            lines.append(f"{f.name} = {_toml_value(v)}")
     return "\n".join(lines) + "\n"
 
 
