@@ -23,7 +23,7 @@ from compiler.rules import MERGES, Reduction, access_map, sub_task
 from compiler.schedule import Schedule
 from isa.errors import UserError
 from isa.program import TensorType
-from isa.reference import NP_DTYPES, SEMANTICS, semantics_of
+from isa.reference import NP_DTYPES, SEMANTICS, dtype_name, semantics_of
 
 __all__ = ["execute_plan", "run_node", "merge_runs"]
 
@@ -140,7 +140,7 @@ def run_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray], leaf_fn=SEMAN
 
 
 def _type(x: np.ndarray) -> TensorType:
-    return TensorType("i32" if x.dtype == np.int32 else "f32", tuple(x.shape))
+    return TensorType(dtype_name(x.dtype), tuple(x.shape))
 
 
 def _pick(source, where, best, cand, axis, g):

@@ -312,6 +312,7 @@ ACCESS_MAPS = {
     "maxpool": _pool, "avgpool": _pool, "lrn": _lrn,
     **dict.fromkeys(("add", "sub", "mul", "div"), _binary),
     **dict.fromkeys(("relu", "sigmoid", "tanh", "exp"), _unary),
+    "cast": _unary,
     "mergepos": _mergepos,
     "reduce_sum": _reduction(Reduction.ADD), "reduce_max": _reduction(Reduction.MAX),
     "argmax": _reduction(Reduction.ARGMAX, positions=True),

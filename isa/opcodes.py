@@ -12,7 +12,7 @@ from enum import StrEnum
 from dataclasses import dataclass, field
 from typing import Callable
 
-from isa.program import TensorType
+from isa.program import DTYPES, FLOAT_DTYPES, TensorType
 
 __all__ = ["OpClass", "OpSpec", "AttrSpec", "RuleBroken", "OPCODES", "REQUIRED", "conv_out", "broadcast_shape",
            "instruction_ops", "sort_ops", "pads",
@@ -100,7 +100,27 @@ def _same_dtype(types, what="operands"):
 
 def _need_dtype(t: TensorType, allowed, role: str):
     if t.dtype not in allowed:
-        raise RuleBroken(f"{role} must be {' or '.join(allowed)}, found {_fmt(t)}")
+        listed = ", ".join(allowed[:-1]) + " or " + allowed[-1] if len(allowed) > 1 else allowed[0]
+        raise RuleBroken(f"{role} must be {listed}, found {_fmt(t)}")
+
+
+#: the types a multiply-accumulate (matmul, conv2d, eucdist) takes: one float type for sources and
+#: destination, or i8 sources accumulating into an i32 destination
+_MAC_SOURCES = FLOAT_DTYPES + ("i8",)
+#: element-wise arithmetic: the float types and i32 (i8 has no arithmetic but MACs and cast)
+_ARITH = ("f32", "i32", "f16", "bf16")
+
+
+def _mac_dtypes(name: str, srcs, dst: TensorType, roles):
+    """Sources of one dtype out of _MAC_SOURCES; the destination that dtype, or i32 for i8."""
+    for t, role in zip(srcs, roles):
+        _need_dtype(t, _MAC_SOURCES, f"{name} {role}")
+    _same_dtype(srcs, f"{name} sources")
+    want = "i32" if srcs[0].dtype == "i8" else srcs[0].dtype
+    if dst.dtype != want:
+        why = " (i8 products accumulate in i32)" if want == "i32" else ""
+        raise RuleBroken(f"{name} destination must be {want} for {srcs[0].dtype} sources{why}, "
+                         f"found {_fmt(dst)}", operand=0)
 
 
 def _need_rank(t: TensorType, rank: int, role: str, layout: str = ""):
@@ -180,8 +200,8 @@ def _matrix_pair(name, b_layout, result):
 
     def rule(outs, ins, a):
         out, (x, w) = outs[0], ins
+        _mac_dtypes(name, (x, w), out, roles[:2])
         for t, role in zip((x, w, out), roles):
-            _need_dtype(t, ("f32",), f"{name} {role}")
             _need_rank(t, 2, f"{name} {role}")
         if x.shape[1] != w.shape[k_axis]:
             b = "[K,N]" if b_layout == "KN" else "[N,K]"
@@ -200,8 +220,8 @@ def _matmul_ops(outs, ins, a):
 
 def _conv2d(outs, ins, a):
     y, (x, w) = outs[0], ins
+    _mac_dtypes("conv2d", (x, w), y, ("X", "W"))
     for t, role, lay in ((x, "X", "NCHW"), (w, "W", "OIHW"), (y, "Y", "NCHW")):
-        _need_dtype(t, ("f32",), f"conv2d {role}")
         _need_rank(t, 4, f"conv2d {role}", lay)
     _positive(a, "stride")
     _check_pad(a)
@@ -224,8 +244,9 @@ def _conv2d_ops(outs, ins, a):
 def _pool(name):
     def rule(outs, ins, a):
         y, x = outs[0], ins[0]
+        _same_dtype([y, x])
         for t, role in ((x, "X"), (y, "Y")):
-            _need_dtype(t, ("f32",), f"{name} {role}")
+            _need_dtype(t, FLOAT_DTYPES, f"{name} {role}")
             _need_rank(t, 4, f"{name} {role}", "NCHW")
         _positive(a, "kernel", "stride")
         _check_pad(a, a["kernel"])
@@ -275,8 +296,9 @@ def _in_size(outs, ins, a):
 
 def _lrn(outs, ins, a):
     y, x = outs[0], ins[0]
+    _same_dtype([y, x])
     for t, role in ((x, "X"), (y, "Y")):
-        _need_dtype(t, ("f32",), f"lrn {role}")
+        _need_dtype(t, FLOAT_DTYPES, f"lrn {role}")
         _need_rank(t, 4, f"lrn {role}", "NCHW")
     _positive(a, "size")
     _expect_shape(y, x.shape, f"lrn of {_fmt(x)}")
@@ -286,7 +308,7 @@ def _lrn_ops(outs, ins, a):
     return outs[0].size * (2 * a["size"] + 4)
 
 
-def _reduce(name, out_dtype=None, dtypes=("f32", "i32")):
+def _reduce(name, out_dtype=None, dtypes=tuple(DTYPES)):
     def rule(outs, ins, a):
         y, x = outs[0], ins[0]
         _need_dtype(x, dtypes, f"{name} source")
@@ -379,6 +401,11 @@ def _transpose(outs, ins, a):
     _expect_shape(y, tuple(x.shape[p] for p in perm), f"transpose of {_fmt(x)} by perm={perm}")
 
 
+def _cast(outs, ins, a):
+    y, x = outs[0], ins[0]
+    _expect_shape(y, x.shape, f"cast of {_fmt(x)}")
+
+
 def _copy(outs, ins, a):
     y, x = outs[0], ins[0]
     _same_dtype([y, x])
@@ -449,20 +476,20 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in [
            "max over kernel x kernel windows; padded cells never win"),
     OpSpec("avgpool", 1, 1, _pool("avgpool"), _pool_ops, OpClass.ELEMENTWISE, _window,
            "mean over kernel x kernel windows; padded cells left out of the divisor"),
-    OpSpec("add", 1, 2, _binary("add", ("f32", "i32")), _out_size, OpClass.ELEMENTWISE, {}, "Z = X + Y"),
-    OpSpec("sub", 1, 2, _binary("sub", ("f32", "i32")), _out_size, OpClass.ELEMENTWISE, {}, "Z = X - Y"),
-    OpSpec("mul", 1, 2, _binary("mul", ("f32", "i32")), _out_size, OpClass.ELEMENTWISE, {}, "Z = X * Y"),
-    OpSpec("div", 1, 2, _binary("div", ("f32",)), _out_size, OpClass.ELEMENTWISE, {}, "Z = X / Y"),
-    OpSpec("relu", 1, 1, _unary("relu", ("f32", "i32")), _out_size, OpClass.ELEMENTWISE, {}, "Y = max(X, 0)"),
-    OpSpec("sigmoid", 1, 1, _unary("sigmoid", ("f32",)), _out_size, OpClass.ELEMENTWISE, {},
+    OpSpec("add", 1, 2, _binary("add", _ARITH), _out_size, OpClass.ELEMENTWISE, {}, "Z = X + Y"),
+    OpSpec("sub", 1, 2, _binary("sub", _ARITH), _out_size, OpClass.ELEMENTWISE, {}, "Z = X - Y"),
+    OpSpec("mul", 1, 2, _binary("mul", _ARITH), _out_size, OpClass.ELEMENTWISE, {}, "Z = X * Y"),
+    OpSpec("div", 1, 2, _binary("div", FLOAT_DTYPES), _out_size, OpClass.ELEMENTWISE, {}, "Z = X / Y"),
+    OpSpec("relu", 1, 1, _unary("relu", _ARITH), _out_size, OpClass.ELEMENTWISE, {}, "Y = max(X, 0)"),
+    OpSpec("sigmoid", 1, 1, _unary("sigmoid", FLOAT_DTYPES), _out_size, OpClass.ELEMENTWISE, {},
            "Y = 1 / (1 + exp(-X))"),
-    OpSpec("tanh", 1, 1, _unary("tanh", ("f32",)), _out_size, OpClass.ELEMENTWISE, {}, "Y = tanh(X)"),
-    OpSpec("exp", 1, 1, _unary("exp", ("f32",)), _out_size, OpClass.ELEMENTWISE, {}, "Y = exp(X)"),
+    OpSpec("tanh", 1, 1, _unary("tanh", FLOAT_DTYPES), _out_size, OpClass.ELEMENTWISE, {}, "Y = tanh(X)"),
+    OpSpec("exp", 1, 1, _unary("exp", FLOAT_DTYPES), _out_size, OpClass.ELEMENTWISE, {}, "Y = exp(X)"),
     OpSpec("lrn", 1, 1, _lrn, _lrn_ops, OpClass.ELEMENTWISE,
            {"size": AttrSpec("int", 5), "alpha": AttrSpec("number", 0.0001),
             "beta": AttrSpec("number", 0.75), "k": AttrSpec("number", 2.0)},
            "local response normalization across channels (ONNX LRN)"),
-    OpSpec("reduce_sum", 1, 1, _reduce("reduce_sum"), _in_size, OpClass.ELEMENTWISE, _axis,
+    OpSpec("reduce_sum", 1, 1, _reduce("reduce_sum", dtypes=_ARITH), _in_size, OpClass.ELEMENTWISE, _axis,
            "Y = sum of X over axis (axis removed)"),
     OpSpec("reduce_max", 1, 1, _reduce("reduce_max"), _in_size, OpClass.COMPARE, _axis,
            "Y = max of X over axis (axis removed)"),
@@ -484,6 +511,9 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in [
     OpSpec("count", 1, 1, _count, _in_size, OpClass.COMPARE, {"value": _N},
            "Y (i32) = number of elements equal to value along the last axis"),
     OpSpec("transpose", 1, 1, _transpose, _zero, OpClass.MOVE, {"perm": _T}, "Y = X with axes permuted"),
+    OpSpec("cast", 1, 1, _cast, _out_size, OpClass.ELEMENTWISE, {},
+           "Y = X converted to Y's dtype: floats round to nearest even; to an integer type, round "
+           "to nearest even and saturate (NaN gives 0)"),
     OpSpec("copy", 1, 1, _copy, _zero, OpClass.MOVE, {}, "Y = X"),
     OpSpec("reshape", 1, 1, _reshape, _zero, OpClass.MOVE, {}, "Y = X in a new shape, row-major order"),
     OpSpec("slice", 1, 1, _slice, _zero, OpClass.MOVE, {"axis": _I, "start": AttrSpec("int", 0)},

@@ -12,12 +12,15 @@ from typing import Union
 from isa.errors import SourceLocation
 
 __all__ = [
-    "DTYPES", "ROLES", "TensorType", "TensorDecl", "Instruction", "Program", "AttrValue",
+    "DTYPES", "FLOAT_DTYPES", "INT_DTYPES", "ROLES", "TensorType", "TensorDecl", "Instruction", "Program", "AttrValue",
     "format_value",
 ]
 
-#: element types and their sizes in bytes
-DTYPES = {"f32": 4, "i32": 4}
+#: element types and their sizes in bytes: IEEE binary32 and binary16, bfloat16 (8 exponent bits,
+#: 7 fraction bits), and two's-complement 32- and 8-bit integers
+DTYPES = {"f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i8": 1}
+FLOAT_DTYPES = ("f32", "f16", "bf16")
+INT_DTYPES = ("i32", "i8")
 #: roles of a declared tensor; None (no role written) means internal
 ROLES = ("input", "param", "output")
 

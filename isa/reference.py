@@ -2,13 +2,18 @@
 
 `SEMANTICS[opcode](inputs, attrs, out_type)` computes the destination value of one instruction
 from its source arrays, its attributes (defaults already filled in) and the destination's
-declared `TensorType`; the result has the destination's shape and dtype (float32 for f32, int32
-for i32). i32 arithmetic wraps around; f32 sums and products accumulate in float64 and round once.
+declared `TensorType`; the result has the destination's shape and dtype (`NP_DTYPES`: float32,
+float16, ml_dtypes.bfloat16, int32, int8). i32 arithmetic wraps around. Float sums, products and
+transcendental functions are computed in float64 (i8 products in int64) and rounded once to the
+destination type; `cast` rounds to nearest even, and saturates when the destination is an integer.
 A gather index outside the source's last axis raises `UserError` (`gather_index_error`), which
 `execute_instruction` locates at the instruction.
 
 `run_reference` executes a checked program instruction by instruction; `generate_feeds`,
-`load_feeds` and `save_outputs` move data in and out (bad data files raise `UserError`).
+`load_feeds` and `save_outputs` move data in and out (bad data files raise `UserError`). A .npy
+file holds an f16 tensor as float16 and an i8 tensor as int8 (wider arrays are accepted where they
+hold the values exactly); .npy has no bfloat16, so a bf16 tensor is stored as its raw bit patterns,
+a uint16 array (`x.view(np.uint16)` of an ml_dtypes.bfloat16 array), and outputs are saved so.
 """
 from __future__ import annotations
 
@@ -17,6 +22,7 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
+import ml_dtypes
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -25,12 +31,53 @@ from isa.errors import InternalError, UserError, did_you_mean
 from isa.extensions import leaf_pieces
 from isa.limits import check_data_run
 from isa.opcodes import OPCODES, OpSpec, conv_out, pads
-from isa.program import Instruction, Program, TensorType
+from isa.program import FLOAT_DTYPES, Instruction, Program, TensorType
 
-__all__ = ["SEMANTICS", "NP_DTYPES", "execute_instruction", "run_reference", "generate_feeds",
+__all__ = ["SEMANTICS", "NP_DTYPES", "dtype_name", "cast_array", "execute_instruction", "run_reference", "generate_feeds",
            "load_feeds", "save_outputs", "gather_index_error"]
 
-NP_DTYPES = {"f32": np.dtype(np.float32), "i32": np.dtype(np.int32)}
+NP_DTYPES = {"f32": np.dtype(np.float32), "i32": np.dtype(np.int32),
+             "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
+             "i8": np.dtype(np.int8)}
+_NAME_OF = {v: k for k, v in NP_DTYPES.items()}
+
+
+def dtype_name(dt) -> str:
+    """The ISA name of a numpy dtype that NP_DTYPES holds (any other integer kind counts as i32,
+    any other float as f32)."""
+    dt = np.dtype(dt)
+    return _NAME_OF.get(dt) or ("i32" if dt.kind in "iub" else "f32")
+
+
+def _wide(x: np.ndarray) -> np.ndarray:
+    """x in a type that holds every value of its own exactly and that numpy compares and sorts
+    natively: float32 for the float types, int32 for the integer types."""
+    x = np.asarray(x)
+    if x.dtype == np.float32 or x.dtype == np.int32:
+        return x
+    return x.astype(np.int32 if x.dtype.kind in "iu" else np.float32)
+
+
+def _f64(x: np.ndarray) -> np.ndarray:
+    return np.asarray(x).astype(np.float64)
+
+
+def cast_array(x: np.ndarray, dtype: str) -> np.ndarray:
+    """`cast`: x converted to `dtype`. To a float type: one rounding to nearest even (overflow
+    gives +-inf). To an integer type: round to nearest even, saturate at the type's range, NaN
+    gives 0. Integer to integer saturates too; widening is exact."""
+    x = np.asarray(x)
+    target = NP_DTYPES[dtype]
+    if dtype in FLOAT_DTYPES:
+        # float64 holds every f32, f16, bf16 and i32 value exactly: this rounds once
+        with np.errstate(over="ignore"):          # overflow gives +-inf by definition
+            return _f64(x).astype(target)
+    info = np.iinfo(target)
+    if x.dtype.kind in "iu":
+        return np.clip(x.astype(np.int64), info.min, info.max).astype(target)
+    v = np.rint(_f64(x))
+    v = np.where(np.isnan(v), 0.0, np.clip(v, info.min, info.max))
+    return v.astype(target)
 
 #: elements of scratch space one chunk of conv2d / eucdist may use
 _CHUNK_ELEMS = 1 << 23
@@ -42,8 +89,20 @@ def _out(value, out_type: TensorType) -> np.ndarray:
 
 # ---------------------------------------------------------------- compute opcodes
 
+def _acc(x: np.ndarray) -> np.ndarray:
+    """A MAC source in its accumulation type: int64 for i8 (exact), float64 for the floats."""
+    return x.astype(np.int64) if x.dtype.kind in "iu" else _f64(x)
+
+
+def _acc_out(value: np.ndarray, t: TensorType) -> np.ndarray:
+    """An accumulated MAC result rounded once to the destination; i32 wraps around."""
+    if t.dtype == "i32":
+        return np.asarray(value).astype(np.int64).astype(np.int32)
+    return _out(value, t)
+
+
 def _matmul(ins, a, t):
-    return _out(ins[0].astype(np.float64) @ ins[1].astype(np.float64), t)
+    return _acc_out(_acc(ins[0]) @ _acc(ins[1]), t)
 
 
 def _conv2d(ins, a, t):
@@ -53,15 +112,16 @@ def _conv2d(ins, a, t):
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     ho, wo = conv_out(h, kh, s, pt, pb), conv_out(wd, kw, s, pl, pr)
-    xp = np.pad(x.astype(np.float64), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    w64 = w.astype(np.float64)
-    y = np.empty((n, o, ho, wo), np.float32)
+    # i8 sources: float64 holds every product and sum below 2^53 exactly
+    xp = np.pad(_f64(x), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
+    w64 = _f64(w)
+    y = np.empty((n, o, ho, wo), np.float64)
     step = max(1, _CHUNK_ELEMS // max(1, c * ho * wo * kh * kw))
     for n0 in range(0, n, step):
         # [b, C, Ho, Wo, kh, kw] view of every window, then a [b*Ho*Wo, C*kh*kw] matrix product
         win = sliding_window_view(xp[n0:n0 + step], (kh, kw), axis=(2, 3))[:, :, ::s, ::s][:, :, :ho, :wo]
         y[n0:n0 + step] = np.tensordot(win, w64, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
-    return _out(y, t)
+    return _acc_out(y, t)
 
 
 def _windows(x, a, fill):
@@ -74,20 +134,23 @@ def _windows(x, a, fill):
 
 def _maxpool(ins, a, t):
     # padded cells are -inf, so they never win (pad < kernel: every window holds a real cell)
-    return _out(_windows(ins[0], a, -np.inf).max(axis=(4, 5)), t)
+    return _out(_windows(_wide(ins[0]), a, -np.inf).max(axis=(4, 5)), t)
 
 
 def _avgpool(ins, a, t):
     x = ins[0]
-    total = _windows(x.astype(np.float64), a, 0.0).sum(axis=(4, 5))
+    total = _windows(_f64(x), a, 0.0).sum(axis=(4, 5))
     real = _windows(np.ones((1, 1) + x.shape[2:]), a, 0.0).sum(axis=(4, 5))
     return _out(total / real, t)
 
 
 def _binary(fn):
     def semantics(ins, a, t):
-        with np.errstate(all="ignore"):           # i32 wraps around; f32 gives inf / nan
-            return _out(fn(ins[0], ins[1]), t)
+        x, y = ins
+        if t.dtype in ("f16", "bf16"):            # exact in float64 (div: innocuous double rounding)
+            x, y = _f64(x), _f64(y)
+        with np.errstate(all="ignore"):           # i32 wraps around; floats give inf / nan
+            return _out(fn(x, y), t)
     return semantics
 
 
@@ -103,7 +166,8 @@ def _sigmoid(x):
 
 
 def _relu(ins, a, t):
-    return _out(np.maximum(ins[0], ins[0].dtype.type(0)), t)
+    x = _wide(ins[0])
+    return _out(np.maximum(x, x.dtype.type(0)), t)
 
 
 def _lrn(ins, a, t):
@@ -121,23 +185,33 @@ def _lrn(ins, a, t):
 
 def _reduce_sum(ins, a, t):
     x = ins[0]
-    return _out(x.sum(axis=a["axis"], dtype=np.int32 if x.dtype == np.int32 else np.float64), t)
+    if x.dtype == np.int32:
+        return _out(x.sum(axis=a["axis"], dtype=np.int32), t)
+    return _out(_f64(x).sum(axis=a["axis"]), t)
 
 
 def _eucdist(ins, a, t):
     """(X[m] - C[n])^2 summed over k, directly (no X^2 + C^2 - 2XC), in chunks of rows of X."""
-    x, cen = ins[0].astype(np.float64), ins[1].astype(np.float64)
+    x, cen = _f64(ins[0]), _f64(ins[1])
     m, k = x.shape
-    d = np.empty((m, cen.shape[0]), np.float32)
+    d = np.empty((m, cen.shape[0]), np.float64)
     rows = max(1, _CHUNK_ELEMS // max(1, cen.shape[0] * k))
     for r in range(0, m, rows):
         diff = x[r:r + rows, None, :] - cen[None, :, :]
         d[r:r + rows] = np.einsum("mnk,mnk->mn", diff, diff)
-    return d
+    return _acc_out(d, t)
+
+
+def count_value(value, dtype: np.dtype):
+    """The value `count` compares with: rounded to a float source's type, exact for integers."""
+    if dtype.kind == "f" or dtype == NP_DTYPES["bf16"]:
+        return np.float32(np.array(value, np.float64).astype(dtype))
+    return value
 
 
 def _count(ins, a, t):
-    return _out(np.count_nonzero(ins[0] == a["value"], axis=-1), t)
+    x = _wide(ins[0])
+    return _out(np.count_nonzero(x == count_value(a["value"], ins[0].dtype), axis=-1), t)
 
 
 # ---------------------------------------------------------------- data movement
@@ -180,17 +254,18 @@ SEMANTICS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "exp": _unary_f32(np.exp),
     "lrn": _lrn,
     "reduce_sum": _reduce_sum,
-    "reduce_max": lambda ins, a, t: _out(ins[0].max(axis=a["axis"]), t),
-    "argmax": lambda ins, a, t: _out(ins[0].argmax(axis=a["axis"]), t),
-    "argmin": lambda ins, a, t: _out(ins[0].argmin(axis=a["axis"]), t),
+    "reduce_max": lambda ins, a, t: _out(_wide(ins[0]).max(axis=a["axis"]), t),
+    "argmax": lambda ins, a, t: _out(_wide(ins[0]).argmax(axis=a["axis"]), t),
+    "argmin": lambda ins, a, t: _out(_wide(ins[0]).argmin(axis=a["axis"]), t),
     "eucdist": _eucdist,
-    "sort": lambda ins, a, t: _out(np.sort(ins[0], axis=-1, kind="stable"), t),
-    "argsort": lambda ins, a, t: _out(np.argsort(ins[0], axis=-1, kind="stable"), t),
+    "sort": lambda ins, a, t: _out(np.sort(_wide(ins[0]), axis=-1, kind="stable"), t),
+    "argsort": lambda ins, a, t: _out(np.argsort(_wide(ins[0]), axis=-1, kind="stable"), t),
     # the stable order of the two runs placed end to end: for sorted runs, their merge
-    "mergepos": lambda ins, a, t: _out(np.argsort(np.concatenate(ins, axis=-1), axis=-1,
+    "mergepos": lambda ins, a, t: _out(np.argsort(_wide(np.concatenate(ins, axis=-1)), axis=-1,
                                                   kind="stable"), t),
     "gather": _gather,
     "count": _count,
+    "cast": lambda ins, a, t: cast_array(ins[0], t.dtype),
     "transpose": lambda ins, a, t: _out(np.transpose(ins[0], a["perm"]), t),
     "copy": lambda ins, a, t: _out(ins[0], t),
     "reshape": lambda ins, a, t: _out(ins[0].reshape(t.shape), t),
@@ -241,7 +316,7 @@ def _run_extension(spec: OpSpec, inputs, attrs: dict, out_types, core: dict) -> 
 
 
 def _dtype(x: np.ndarray) -> str:
-    return "i32" if x.dtype.kind in "iu" else "f32"
+    return dtype_name(x.dtype)
 
 
 def execute_instruction(instr: Instruction, env: dict[str, np.ndarray],
@@ -305,15 +380,27 @@ def generate_feeds(program: Program, seed: int = 0) -> dict[str, np.ndarray]:
     feeds = {}
     for t in _fed(program):
         rng = np.random.default_rng(np.random.SeedSequence([seed % 2**64, zlib.crc32(t.name.encode())]))
-        if t.type.dtype == "f32":
-            feeds[t.name] = rng.standard_normal(t.type.shape, dtype=np.float32)
+        dtype = t.type.dtype
+        if dtype in FLOAT_DTYPES:       # f16 and bf16: the f32 draw, rounded
+            feeds[t.name] = rng.standard_normal(t.type.shape, dtype=np.float32).astype(NP_DTYPES[dtype])
+        elif dtype == "i8":             # small signed values: MAC results stay far from wrapping
+            feeds[t.name] = rng.integers(-8, 8, t.type.shape, dtype=np.int8)
         else:
             feeds[t.name] = rng.integers(0, 10, t.type.shape, dtype=np.int32)
     return feeds
 
 
 #: lossless-if-exact casts accepted besides the exact dtype
-_WIDER = {"f32": np.dtype(np.float64), "i32": np.dtype(np.int64)}
+_WIDER = {"f32": (np.dtype(np.float64),), "i32": (np.dtype(np.int64),),
+          "f16": (np.dtype(np.float32), np.dtype(np.float64)),
+          "bf16": (np.dtype(np.float32), np.dtype(np.float64)),
+          "i8": (np.dtype(np.int32), np.dtype(np.int64))}
+#: how a bf16 tensor is stored in a .npy file: its raw bit patterns as uint16 (.npy has no bfloat16)
+BF16_ON_DISK = np.dtype(np.uint16)
+
+
+def _on_disk(dtype: str) -> str:
+    return "uint16 bit patterns" if dtype == "bf16" else str(NP_DTYPES[dtype])
 
 
 def conform_feed(program: Program, name: str, arr: np.ndarray, where: str, origin: str) -> np.ndarray:
@@ -332,15 +419,26 @@ def conform_feed(program: Program, name: str, arr: np.ndarray, where: str, origi
     target = NP_DTYPES[want.dtype]
     if arr.dtype == target:
         return np.array(arr, order="C")
-    if arr.dtype == _WIDER[want.dtype]:
-        cast = arr.astype(target)
-        if np.array_equal(cast.astype(arr.dtype), arr, equal_nan=want.dtype == "f32"):
+    if want.dtype == "bf16" and arr.dtype == BF16_ON_DISK:      # raw bit patterns
+        return np.array(arr, order="C").view(target)
+    disk = _on_disk(want.dtype)
+    save = ("x.astype(ml_dtypes.bfloat16).view(np.uint16)" if want.dtype == "bf16"
+            else f"x.astype(np.{target})")
+    if arr.dtype in _WIDER[want.dtype]:
+        with np.errstate(all="ignore"):
+            if want.dtype in FLOAT_DTYPES:
+                cast = arr.astype(target)
+            else:                                   # out of range must not wrap into range
+                info = np.iinfo(target)
+                cast = np.clip(arr, info.min, info.max).astype(target)
+            exact = np.array_equal(cast.astype(arr.dtype), arr, equal_nan=want.dtype in FLOAT_DTYPES)
+        if exact:
             return cast
-        raise UserError(f"{name} expects {want.dtype} ({target}) data; {origin} has {arr.dtype} values "
-                        f"that {target} cannot hold exactly", where,
-                        hint=f"save the array with .astype(np.{target}) if rounding is intended")
-    raise UserError(f"{name} expects {want.dtype} ({target}) data, {origin} has dtype {arr.dtype}",
-                    where, hint=f"save the array with .astype(np.{target})")
+        raise UserError(f"{name} expects {want.dtype} ({disk}) data; {origin} has {arr.dtype} values "
+                        f"that {want.dtype} cannot hold exactly", where,
+                        hint=f"save the array as {save} if rounding is intended")
+    raise UserError(f"{name} expects {want.dtype} ({disk}) data, {origin} has dtype {arr.dtype}",
+                    where, hint=f"save the array as {save}")
 
 
 def _open(path: str, where: str):
@@ -393,7 +491,10 @@ def save_outputs(outputs: dict[str, np.ndarray], directory: str | os.PathLike,
         directory.mkdir(parents=True, exist_ok=True)
         for name, value in outputs.items():
             path = directory / f"{name}.npy"
-            np.save(path, np.asarray(value), allow_pickle=False)
+            value = np.asarray(value)
+            if value.dtype == NP_DTYPES["bf16"]:      # .npy has no bfloat16: raw bit patterns
+                value = value.view(BF16_ON_DISK)
+            np.save(path, value, allow_pickle=False)
             written.append(path)
     except OSError as e:
         raise UserError(f"cannot write outputs to {e.filename or directory}: {e.strerror or e}",

@@ -2,12 +2,22 @@
 
 `LEAF_KERNELS[opcode](inputs, attrs, out_type)` has the signature of, and returns the same values
 as, `isa.reference.SEMANTICS[opcode]`, which is the numpy reference for every kernel here: a
-fresh C-contiguous array of the destination's shape and dtype (float32 for f32, int32 for i32).
+fresh C-contiguous array of the destination's shape and dtype (`isa.reference.NP_DTYPES`).
 Each entry is a thin Python wrapper that makes the sources contiguous arrays of the right dtype,
 turns attributes into plain numbers and calls an `@njit(cache=True)` kernel. Data movement
 (copy, reshape, transpose, slice, concat) does no arithmetic and stays plain numpy; gather is a
 kernel because it checks every index (one outside the last axis raises the reference's
 `UserError`, `isa.reference.gather_index_error`).
+
+16- and 8-bit data: numba has no bfloat16 and little float16, so a wrapper upcasts the region
+copies exactly (f16 and bf16 to float32 or float64, i8 to int32 or float64), the kernel computes in
+that type, and the wrapper rounds once to the destination type (`_finish`). matmul and conv2d of
+f16/bf16 multiply and accumulate in float32 (BLAS sgemm, as tensor cores do); every other f16/bf16
+sum, quotient or transcendental is computed in float64 and rounded once, like the reference. i8
+matmul, conv2d and eucdist compute in float64, which holds every product and sum below 2^53
+exactly, and wrap into their i32 destination like the reference's int64 products. Compare and
+move opcodes only move values, so they are exact for every type. `cast` rounds to nearest even;
+to an integer type it also saturates, and NaN gives 0.
 
 Numerics: i32 add/sub/mul/reduce_sum wrap around like int32 arithmetic. matmul and conv2d
 multiply in float32 through BLAS (`np.dot`), so they agree with the float64-accumulating
@@ -32,7 +42,7 @@ from scipy.linalg.cython_blas import __pyx_capi__
 from isa.errors import InternalError
 from isa.opcodes import OPCODES, conv_out, pads
 from isa.program import TensorType
-from isa.reference import NP_DTYPES, gather_index_error
+from isa.reference import NP_DTYPES, count_value, gather_index_error
 
 __all__ = ["LEAF_KERNELS", "LEAF_BATCH_KERNELS", "warm_up"]
 
@@ -104,8 +114,8 @@ def _conv2d_k(x, w, s, pt, pl, ho, wo):
     n, c, h, wd = x.shape
     o, _, kh, kw = w.shape
     w2 = w.reshape(o, c * kh * kw)
-    col = np.empty((c * kh * kw, ho * wo), np.float32)
-    y = np.empty((n, o, ho * wo), np.float32)
+    col = np.empty((c * kh * kw, ho * wo), x.dtype)
+    y = np.empty((n, o, ho * wo), x.dtype)
     for b in range(n):
         for ci in range(c):
             for i in range(kh):
@@ -127,7 +137,7 @@ def _conv2d_k(x, w, s, pt, pl, ho, wo):
 def _eucdist_k(x, cen):
     # D[m,n] = sum_k (X[m,k] - C[n,k])^2, differences taken directly, float64 accumulator
     m, k = x.shape
-    d = np.empty((m, cen.shape[0]), np.float32)
+    d = np.empty((m, cen.shape[0]), x.dtype)
     for i in range(m):
         for j in range(cen.shape[0]):
             acc = 0.0
@@ -144,7 +154,7 @@ def _eucdist_k(x, cen):
 def _maxpool_k(x, k, s, pt, pl, ho, wo):
     # ONNX MaxPool: max over the real cells of each k x k window (padding never wins); NaN wins
     n, c, h, wd = x.shape
-    y = np.empty((n, c, ho, wo), np.float32)
+    y = np.empty((n, c, ho, wo), x.dtype)
     for b in range(n):
         for ch in range(c):
             for oh in range(ho):
@@ -163,7 +173,7 @@ def _maxpool_k(x, k, s, pt, pl, ho, wo):
 def _avgpool_k(x, k, s, pt, pl, ho, wo):
     # ONNX AveragePool, count_include_pad=0: sum of the real cells / number of real cells
     n, c, h, wd = x.shape
-    y = np.empty((n, c, ho, wo), np.float32)
+    y = np.empty((n, c, ho, wo), x.dtype)
     for b in range(n):
         for ch in range(c):
             for oh in range(ho):
@@ -254,6 +264,29 @@ def _exp_k(x, out):
     # Y = exp(X), in float64
     for i in range(out.size):
         out[i] = np.exp(np.float64(x[i]))
+
+
+@jit
+def _cast_int_k(x, lo, hi, out):
+    # Y = X to an integer type: round half to even, saturate at [lo, hi], NaN gives 0 (x float64)
+    for i in range(out.size):
+        v = x[i]
+        if v != v:
+            out[i] = 0
+        elif v <= lo:
+            out[i] = lo
+        elif v >= hi:
+            out[i] = hi
+        else:
+            out[i] = np.rint(v)
+
+
+@jit
+def _cast_float_k(x, out):
+    # Y = X to a float type: one rounding to nearest even (x float64, which holds every source
+    # value exactly; out float32, or float64 that the wrapper rounds once to f16 / bf16)
+    for i in range(out.size):
+        out[i] = x[i]
 
 
 # ---------------------------------------------------------------- over the last axis of [rows, n]
@@ -396,11 +429,39 @@ def _dt(t: TensorType) -> np.dtype:
 
 
 def _src_dt(x: np.ndarray) -> np.dtype:
+    """The type a kernel reads x in: int32 or float32, which hold every value of x exactly."""
     return np.dtype(np.int32) if x.dtype.kind in "iub" else np.dtype(np.float32)
 
 
+_F32, _F64, _I32 = np.dtype(np.float32), np.dtype(np.float64), np.dtype(np.int32)
+
+
+def _calc_dt(t: TensorType) -> np.dtype:
+    """The type a kernel computes a `t` destination in: its own for f32 and i32; float64 for f16
+    and bf16 (rounded once by `_finish`); int32 for i8."""
+    return {"f32": _F32, "i32": _I32, "i8": _I32}.get(t.dtype, _F64)
+
+
+def _mac_dt(x: np.ndarray) -> np.dtype:
+    """The type a MAC kernel reads its sources in: float32 for every float type (float32
+    accumulation, as tensor cores do), float64 for i8 (exact integer sums below 2^53)."""
+    return _F64 if x.dtype.kind in "iu" else _F32
+
+
+def _finish(y: np.ndarray, t: TensorType) -> np.ndarray:
+    """A kernel's result rounded once to the destination's type; an i32 destination of an exact
+    float64 integer sum wraps around like int32 arithmetic."""
+    target = _dt(t)
+    if y.dtype == target:
+        return y
+    if t.dtype == "i32":
+        return y.astype(np.int64).astype(np.int32)
+    return y.astype(target)
+
+
 def _matmul(ins, a, t):
-    return _matmul_k(_c(ins[0], np.float32), _c(ins[1], np.float32))
+    dt = _mac_dt(np.asarray(ins[0]))
+    return _finish(_matmul_k(_c(ins[0], dt), _c(ins[1], dt)), t)
 
 
 def _sgemm_rows(x) -> np.ndarray:
@@ -411,6 +472,8 @@ def _sgemm_rows(x) -> np.ndarray:
 
 
 def _matmul_tiles(ins, a, tiles, out):
+    if not (out.dtype == np.float32 and ins[0].dtype == np.float32 and ins[1].dtype == np.float32):
+        return _matmul_tiles_per_leaf(ins, tiles, out)
     x, w = _sgemm_rows(ins[0]), _sgemm_rows(ins[1])
     if not (out.dtype == np.float32 and out.strides[1] == 4 and out.flags.writeable):
         raise InternalError("batched leaves write float32 rows", "matmul", f"{out.strides}")
@@ -418,47 +481,85 @@ def _matmul_tiles(ins, a, tiles, out):
                     out.ctypes.data, out.strides[0] // 4, tiles)
 
 
+def _matmul_tiles_per_leaf(ins, tiles, out):
+    """The batch of a node whose data is not f32: each leaf call on its own (`_matmul`), its
+    partial rounded to the destination type and added there, exactly as the unbatched path."""
+    t_out = TensorType(_dtype_name(out.dtype), ())
+    for m0, m1, k0, k1, _, _, n0, n1, _, _, _, _, first in tiles:
+        piece = _matmul([ins[0][m0:m1, k0:k1], ins[1][k0:k1, n0:n1]], {},
+                        TensorType(t_out.dtype, (m1 - m0, n1 - n0)))
+        if first:
+            out[m0:m1, n0:n1] = piece
+        else:
+            out[m0:m1, n0:n1] += piece
+
+
+def _dtype_name(dt: np.dtype) -> str:
+    return next(k for k, v in NP_DTYPES.items() if v == dt)
+
+
 def _conv2d(ins, a, t):
-    x, w = _c(ins[0], np.float32), _c(ins[1], np.float32)
+    dt = _mac_dt(np.asarray(ins[0]))
+    x, w = _c(ins[0], dt), _c(ins[1], dt)
     s, (pt, pl, pb, pr) = a["stride"], pads(a)
     ho = conv_out(x.shape[2], w.shape[2], s, pt, pb)
     wo = conv_out(x.shape[3], w.shape[3], s, pl, pr)
-    return _conv2d_k(x, w, s, pt, pl, ho, wo)
+    return _finish(_conv2d_k(x, w, s, pt, pl, ho, wo), t)
 
 
-def _pool(kernel):
+def _eucdist(ins, a, t):
+    # f32 keeps float32 sources (float64 accumulator, one rounding); f16/bf16 and i8 read
+    # float64 copies, so the float64 sum is rounded once to f16/bf16, or is exact for i8
+    dt = _F32 if t.dtype == "f32" else _F64
+    return _finish(_eucdist_k(_c(ins[0], dt), _c(ins[1], dt)), t)
+
+
+def _pool(kernel, exact=False):
+    """`exact`: the kernel only picks values (maxpool), so float32 holds every f16/bf16 result."""
     def run(ins, a, t):
-        x = _c(ins[0], np.float32)
+        x = _c(ins[0], _F32 if exact else _calc_dt(t))
         k, s, (pt, pl, pb, pr) = a["kernel"], a["stride"], pads(a)
         ho, wo = conv_out(x.shape[2], k, s, pt, pb), conv_out(x.shape[3], k, s, pl, pr)
-        return kernel(x, k, s, pt, pl, ho, wo)
+        return _finish(kernel(x, k, s, pt, pl, ho, wo), t)
     return run
 
 
 def _lrn(ins, a, t):
-    return _lrn_k(_c(ins[0], np.float32), int(a["size"]), float(a["alpha"]), float(a["beta"]),
-                  float(a["k"]))
+    return _finish(_lrn_k(_c(ins[0], _calc_dt(t)), int(a["size"]), float(a["alpha"]),
+                          float(a["beta"]), float(a["k"])), t)
 
 
 def _binary(kernel):
     def run(ins, a, t):
-        dt = _dt(t)
+        dt = _calc_dt(t)
         shape = np.broadcast_shapes(np.shape(ins[0]), np.shape(ins[1]))
-        x, y = (_c(np.broadcast_to(np.asarray(v, dt), shape), dt).reshape(-1) for v in ins)
+        x, y = (_c(np.broadcast_to(np.asarray(v).astype(dt), shape), dt).reshape(-1) for v in ins)
         out = np.empty(x.size, dt)
         kernel(x, y, out)
-        return out.reshape(t.shape)
+        return _finish(out, t).reshape(t.shape)
     return run
 
 
 def _unary(kernel):
     def run(ins, a, t):
-        dt = _dt(t)
-        x = _c(ins[0], dt).reshape(-1)
+        dt = _calc_dt(t)
+        x = _c(np.asarray(ins[0]).astype(dt), dt).reshape(-1)
         out = np.empty(x.size, dt)
         kernel(x, out)
-        return out.reshape(t.shape)
+        return _finish(out, t).reshape(t.shape)
     return run
+
+
+def _cast(ins, a, t):
+    x = _c(np.asarray(ins[0]).astype(np.float64), np.float64).reshape(-1)
+    if t.dtype in ("i32", "i8"):
+        info = np.iinfo(_dt(t))
+        out = np.empty(x.size, np.int64)
+        _cast_int_k(x, float(info.min), float(info.max), out)
+    else:
+        out = np.empty(x.size, _F32 if t.dtype == "f32" else _F64)
+        _cast_float_k(x, out)
+    return out.astype(_dt(t)).reshape(t.shape)
 
 
 def _rows(x: np.ndarray, axis: int = -1) -> np.ndarray:
@@ -473,9 +574,9 @@ def _over_rows(kernel, needs_elements=False, extra=None):
         x = _rows(ins[0], a.get("axis", -1))
         if needs_elements and x.shape[1] == 0 and x.shape[0] > 0:
             raise ValueError("attempt to reduce over an empty axis")
-        out = np.empty(x.shape[0], _dt(t))
+        out = np.empty(x.shape[0], _calc_dt(t))
         kernel(x, *(extra(x, a) if extra else ()), out)
-        return out.reshape(t.shape)
+        return _finish(out, t).reshape(t.shape)
     return run
 
 
@@ -484,10 +585,11 @@ def _sum_zero(x, a):
 
 
 def _count(ins, a, t):
-    x, v = _rows(ins[0]), a["value"]
+    src = np.asarray(ins[0])
+    x, v = _rows(src), a["value"]
     out = np.zeros(x.shape[0], np.int32)
-    if x.dtype == np.float32:                     # numpy compares f32 data with value cast to f32
-        _count_k(x, np.float32(v), out)
+    if x.dtype == np.float32:                     # value rounded to the source's float type
+        _count_k(x, np.float32(count_value(v, src.dtype)), out)
     elif -2**31 <= v < 2**31 and float(v).is_integer():   # i32 data: no other value can match
         _count_k(x, np.int32(v), out)
     return out.reshape(t.shape)
@@ -497,7 +599,7 @@ def _sort(ins, a, t):
     x = _rows(ins[0])
     out = np.empty_like(x)
     _sort_k(x, out)
-    return out.reshape(t.shape)
+    return _finish(out, t).reshape(t.shape)
 
 
 def _argsort(ins, a, t):
@@ -515,12 +617,13 @@ def _mergepos(ins, a, t):
 def _gather(ins, a, t):
     x, idx = np.asarray(ins[0]), np.asarray(ins[1])
     rows, n, m = math.prod(idx.shape[:-1]), x.shape[-1], idx.shape[-1]
-    x, idx = _c(x, _dt(t)).reshape(rows, n), _c(idx, np.int32).reshape(rows, m)
-    out = np.empty((rows, m), _dt(t))
+    dt = _src_dt(x)                              # exact for every type: values are only moved
+    x, idx = _c(x, dt).reshape(rows, n), _c(idx, np.int32).reshape(rows, m)
+    out = np.empty((rows, m), dt)
     bad = _gather_k(x, idx, out)
     if bad >= 0:
         raise gather_index_error(int(idx.flat[bad]), n)
-    return out.reshape(t.shape)
+    return _finish(out, t).reshape(t.shape)
 
 
 def _slice(ins, a, t):
@@ -534,7 +637,7 @@ def _slice(ins, a, t):
 LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "matmul": _matmul,
     "conv2d": _conv2d,
-    "maxpool": _pool(_maxpool_k),
+    "maxpool": _pool(_maxpool_k, exact=True),
     "avgpool": _pool(_avgpool_k),
     "add": _binary(_add_k),
     "sub": _binary(_sub_k),
@@ -549,12 +652,13 @@ LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "reduce_max": _over_rows(_reduce_max_k, needs_elements=True),
     "argmax": _over_rows(_argbest_k, needs_elements=True, extra=lambda x, a: (True,)),
     "argmin": _over_rows(_argbest_k, needs_elements=True, extra=lambda x, a: (False,)),
-    "eucdist": lambda ins, a, t: _eucdist_k(_c(ins[0], np.float32), _c(ins[1], np.float32)),
+    "eucdist": _eucdist,
     "sort": _sort,
     "argsort": _argsort,
     "mergepos": _mergepos,
     "gather": _gather,
     "count": _count,
+    "cast": _cast,
     "transpose": lambda ins, a, t: np.array(np.transpose(ins[0], a["perm"]), _dt(t), order="C"),
     "copy": lambda ins, a, t: np.array(ins[0], _dt(t), order="C"),
     "reshape": lambda ins, a, t: np.array(ins[0], _dt(t), order="C").reshape(t.shape),
@@ -588,6 +692,19 @@ def warm_up() -> None:
             cases.append((op, [x], {"axis": 0}, dt if op.startswith("reduce") else "i32", (2,)))
         cases += [("sort", [x], {}, dt, (2, 2)), ("argsort", [x], {}, "i32", (2, 2)),
                   ("gather", [x, i2], {}, dt, (2, 2)), ("count", [x], {"value": 1}, "i32", (2,))]
+    # 16- and 8-bit data: the float64 / int32 specializations their wrappers compute in
+    h, b16, q = f.astype(np.float16), f.astype(NP_DTYPES["bf16"]), f.astype(np.int8)
+    h2, q2 = f2.astype(np.float16), f2.astype(np.int8)
+    cases += [("matmul", [q2, q2], {}, "i32", (2, 2)), ("eucdist", [h2, h2], {}, "f16", (2, 2)),
+              ("conv2d", [q, q], {"stride": 1, "pad": 1}, "i32", (1, 1, 3, 3)),
+              ("avgpool", [h], {"kernel": 2, "stride": 1, "pad": 0}, "f16", (1, 2, 2, 2)),
+              ("lrn", [b16], {"size": 3, "alpha": 1e-4, "beta": 0.75, "k": 2.0}, "bf16", f.shape),
+              ("reduce_sum", [h2], {"axis": 0}, "f16", (2,))]
+    for op in ("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp"):
+        cases.append((op, [h2, h2] if op in ("add", "sub", "mul", "div") else [h2], {}, "f16", (2, 2)))
+    for src in (f2, i2, h2, q2):
+        for dt in ("f32", "i32", "f16", "i8"):
+            cases.append(("cast", [src], {}, dt, (2, 2)))
     for op, ins, attrs, dt, shape in cases:
         LEAF_KERNELS[op](ins, attrs, TensorType(dt, tuple(shape)))
     LEAF_BATCH_KERNELS["matmul"]([f2, f2], {}, np.array([[0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 1]]),

@@ -12,7 +12,8 @@ from compiler.rules import ACCESS_MAPS, MERGES, DimKind, Reduction
 from fractal.baseline.factors import OP_CLASSES as ROOFLINE_CLASSES, opcode_class
 from isa.opcodes import OPCODES, OpClass
 from isa.reference import SEMANTICS
-from machine import OP_CLASSES as MACHINE_CLASSES
+from isa.program import DTYPES
+from machine import DTYPE_NAMES, OP_CLASSES as MACHINE_CLASSES
 from simulator.kernels import LEAF_KERNELS
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,6 +41,11 @@ def test_op_classes_are_closed():
     assert all(isinstance(spec.op_class, OpClass) for spec in OPCODES.values())
     # a machine prices every arithmetic class; data movement has no arithmetic
     assert set(MACHINE_CLASSES) == {c.value for c in OpClass} - {OpClass.MOVE.value}
+
+
+def test_a_machine_prices_the_isa_data_types():
+    """A machine file's per-type MAC rates name the ISA's data types, and only those."""
+    assert set(DTYPE_NAMES) == set(DTYPES)
 
 
 def test_vocabularies_are_closed():

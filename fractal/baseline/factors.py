@@ -26,7 +26,7 @@ OP_CLASSES = ("matmul", "elementwise", "reduction", "irregular", "move")
 
 _CLASS_OF = {
     **dict.fromkeys(("matmul", "conv2d", "eucdist"), "matmul"),
-    **dict.fromkeys(("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp", "lrn"),
+    **dict.fromkeys(("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp", "lrn", "cast"),
                     "elementwise"),
     **dict.fromkeys(("reduce_sum", "reduce_max", "argmax", "argmin", "count", "maxpool",
                      "avgpool"), "reduction"),

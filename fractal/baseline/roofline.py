@@ -24,7 +24,7 @@ from isa.errors import UserError
 from isa.checker import opcode_table, program_ops
 from isa.extensions import leaf_pieces
 from isa.opcodes import instruction_ops
-from isa.program import Program, TensorType
+from isa.program import DTYPES, Program, TensorType
 
 from fractal.baseline.factors import Factors, factors_from_dict, opcode_class
 from fractal.baseline.gpu import Gpu, load_gpu
@@ -37,8 +37,9 @@ PRECISIONS = ("fp16", "fp32")
 
 
 def element_bytes(dtype: str, precision: str) -> int:
-    """Bytes of one element as the GPU stores it: f32 tensors in the chosen precision, i32 as is."""
-    return 2 if dtype == "f32" and precision == "fp16" else 4
+    """Bytes of one element as the GPU stores it: f32 tensors in the chosen precision, every
+    other type (i32, f16, bf16, i8) at its own size."""
+    return 2 if dtype == "f32" and precision == "fp16" else DTYPES[dtype]
 
 
 def class_peak(gpu: Gpu, op_class: str, precision: str) -> float:

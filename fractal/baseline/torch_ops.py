@@ -17,7 +17,20 @@ from isa.reference import gather_index_error
 
 __all__ = ["TORCH_SEMANTICS", "TORCH_DTYPES"]
 
-TORCH_DTYPES = {"f32": torch.float32, "i32": torch.int32}
+TORCH_DTYPES = {"f32": torch.float32, "i32": torch.int32, "f16": torch.float16,
+                "bf16": torch.bfloat16, "i8": torch.int8}
+_INT_RANGE = {"i32": (-2**31, 2**31 - 1), "i8": (-128, 127)}
+
+
+def _cast(ins, a, t):
+    """The reference's cast: floats round to nearest even; to an integer type, round half to even,
+    saturate, NaN gives 0 (torch's own float-to-int conversion truncates and wraps)."""
+    x = ins[0]
+    if t.dtype not in _INT_RANGE:
+        return x.to(torch.float64).to(TORCH_DTYPES[t.dtype])
+    lo, hi = _INT_RANGE[t.dtype]
+    v = torch.nan_to_num(torch.round(x.to(torch.float64)), nan=0.0, posinf=hi, neginf=lo)
+    return torch.clamp(v, lo, hi).to(TORCH_DTYPES[t.dtype])
 
 
 def _out(x, t):
@@ -115,6 +128,7 @@ TORCH_SEMANTICS = {
     "gather": _gather,
     "count": lambda ins, a, t: (ins[0] == a["value"]).sum(dim=-1, dtype=torch.int32),
     "transpose": lambda ins, a, t: ins[0].permute(*a["perm"]).contiguous(),
+    "cast": _cast,
     "copy": lambda ins, a, t: ins[0].clone(),
     "reshape": lambda ins, a, t: ins[0].reshape(t.shape).clone(),
     "slice": _slice,

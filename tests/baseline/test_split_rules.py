@@ -402,6 +402,12 @@ CASES = {
         relu y, x
         """,
         "split f32[3, 5], f32[3, 5]"),
+    "cast to f16": ("""
+        tensor x : f32[12, 5] input
+        tensor y : f16[12, 5] output
+        cast y, x
+        """,
+        "split f16[3, 5], f32[3, 5]"),
     "sigmoid in place": ("""
         tensor x : f32[12, 5] input
         tensor y : f32[12, 5] output

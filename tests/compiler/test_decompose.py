@@ -12,7 +12,7 @@ from machine import preset
 from isa import load_program, parse_program
 from isa.checker import program_ops
 from isa.reference import generate_feeds, run_reference
-from tests.strategies import CORE_OPCODES, random_machine, random_program
+from tests.strategies import CORE_OPCODES, close_to_reference, random_machine, random_program
 
 PROGRAMS = Path(__file__).resolve().parents[2] / "programs"
 
@@ -21,10 +21,12 @@ def assert_same_outputs(got, want):
     assert got.keys() == want.keys()
     for k in want:
         assert got[k].dtype == want[k].dtype and got[k].shape == want[k].shape, k
-        if want[k].dtype == np.int32:
+        if want[k].dtype in (np.int32, np.int8):
             np.testing.assert_array_equal(got[k], want[k], err_msg=k)
-        else:
+        elif want[k].dtype == np.float32:
             np.testing.assert_allclose(got[k], want[k], rtol=2e-4, atol=2e-4, err_msg=k)
+        else:                       # f16, bf16: their own rounding unit (tests/strategies.py)
+            assert close_to_reference(got[k], want[k]).all(), k
 
 
 @settings(max_examples=60, deadline=None)

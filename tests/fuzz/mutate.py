@@ -159,15 +159,26 @@ def npz_bytes(arrays: dict, allow_pickle: bool = False) -> bytes:
     return buf.getvalue()
 
 
+def on_disk(arr: np.ndarray) -> np.ndarray:
+    """An array as a .npy file holds it: bf16 as its uint16 bit patterns, every other type as is."""
+    from isa.reference import BF16_ON_DISK, NP_DTYPES
+    return arr.view(BF16_ON_DISK) if arr.dtype == NP_DTYPES["bf16"] else arr
+
+
 def mutate_array(rng: np.random.Generator, arr: np.ndarray) -> tuple[bytes, str, bool]:
     """A .npy file's bytes made from a valid array, the mutation, and whether it stays valid."""
     pick = lambda seq: seq[int(rng.integers(len(seq)))]
     kind = pick(["dtype", "shape", "scalar", "empty", "truncate", "header", "random-bytes",
                  "pickled-object", "wider-exact", "wider-inexact", "nan", "fortran", "npz"])
-    if kind == "dtype":
-        dt = pick([np.float16, np.int8, np.uint64, np.complex64, np.bool_, np.int16, "U3",
+    is_float = arr.dtype.kind != "i"              # f32, f16, and bf16 (numpy kind "V")
+    values = arr.astype(np.float32) if arr.dtype.kind == "V" else arr
+    if kind == "dtype":                           # a type the tensor's dtype does not accept
+        own = {np.dtype(np.float16): np.int16, np.dtype(np.int8): np.uint8}.get(arr.dtype)
+        dt = pick([own or np.float16, np.int8 if arr.dtype != np.int8 else np.int16, np.uint64,
+                   np.complex64, np.bool_, np.int16, "U3",
                    np.float32 if arr.dtype == np.int32 else np.int32])
-        return npy_bytes(arr.astype(dt)), f"dtype:{np.dtype(dt).name}", False
+        return npy_bytes(values.astype(dt)), f"dtype:{np.dtype(dt).name}", False
+    typed, arr = arr, on_disk(arr)
     if kind == "shape":
         shapes = [arr.shape + (1,), arr.shape[::-1] + (2,), (arr.size + 1,), (1,) + arr.shape]
         if arr.ndim > 1 and arr.shape[::-1] != arr.shape:
@@ -191,21 +202,21 @@ def mutate_array(rng: np.random.Generator, arr: np.ndarray) -> tuple[bytes, str,
         obj.flat[:] = [{"a": 1}] * arr.size if arr.size else []
         return npy_bytes(obj, allow_pickle=True), "pickled-object", False
     if kind == "wider-exact":
-        wide = arr.astype(np.float64 if arr.dtype == np.float32 else np.int64)
+        wide = values.astype(np.float64 if is_float else np.int64)
         return npy_bytes(wide), "wider-exact", True
     if kind == "wider-inexact":
-        if arr.dtype == np.float32:
-            wide = arr.astype(np.float64) + 1e-12
+        if is_float:
+            wide = values.astype(np.float64) + 1e-12
             wide.flat[0] = 1 / 3
         else:
-            wide = arr.astype(np.int64)
+            wide = values.astype(np.int64)
             wide.flat[0] = 2**40
         return npy_bytes(wide), "wider-inexact", False
     if kind == "nan":
-        if arr.dtype == np.float32:
-            bad = arr.copy()
+        if is_float:
+            bad = typed.copy()
             bad.flat[0] = np.nan
-            return npy_bytes(bad), "nan", True
+            return npy_bytes(on_disk(bad)), "nan", True
         return npy_bytes(arr), "same", True
     if kind == "fortran":
         return npy_bytes(np.asfortranarray(arr)), "fortran-order", True

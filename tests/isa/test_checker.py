@@ -115,10 +115,11 @@ CASES = {
             tensor x : f32[2]
                    ^
         """),
-    "unknown dtype": ("tensor h : f16[2]\nmatmul y, x, w\n", """
-        bad.fasm:4:12: error: unknown dtype 'f16' (known: f32, i32)
-            tensor h : f16[2]
+    "unknown dtype": ("tensor h : u16[2]\nmatmul y, x, w\n", """
+        bad.fasm:4:12: error: unknown dtype 'u16' (known: f32, i32, f16, bf16, i8)
+            tensor h : u16[2]
                        ^
+            hint: did you mean 'f16'?
         """),
     "unknown role": ("tensor h : f32[2] outptu\nmatmul y, x, w\n", """
         bad.fasm:4:19: error: unknown role 'outptu' (known: input, param, output, or none for an internal tensor)
