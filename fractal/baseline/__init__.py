@@ -3,7 +3,9 @@
 runs a program with PyTorch (`fractal.baseline.measure`, needs the `gpu` extra)."""
 from fractal.baseline.factors import DEFAULT_FACTORS, OP_CLASSES, Factors, load_factors
 from fractal.baseline.gpu import GPUS, Gpu, load_gpu
-from fractal.baseline.roofline import PRECISIONS, BaselineReport, InstructionEstimate, estimate
+from fractal.baseline.roofline import (PRECISIONS, BaselineReport, InstructionEstimate, estimate,
+                                       program_precision)
 
 __all__ = ["GPUS", "Gpu", "load_gpu", "estimate", "BaselineReport", "InstructionEstimate",
-           "PRECISIONS", "Factors", "DEFAULT_FACTORS", "OP_CLASSES", "load_factors"]
+           "PRECISIONS", "Factors", "DEFAULT_FACTORS", "OP_CLASSES", "load_factors",
+           "program_precision"]

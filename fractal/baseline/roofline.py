@@ -31,7 +31,7 @@ from fractal.baseline.gpu import Gpu, load_gpu
 from fractal.baseline.split import split_program
 
 __all__ = ["PRECISIONS", "InstructionEstimate", "BaselineReport", "estimate", "element_bytes",
-           "class_peak"]
+           "class_peak", "program_precision"]
 
 PRECISIONS = ("fp16", "fp32")
 
@@ -40,6 +40,14 @@ def element_bytes(dtype: str, precision: str) -> int:
     """Bytes of one element as the GPU stores it: f32 tensors in the chosen precision, every
     other type (i32, f16, bf16, i8) at its own size."""
     return 2 if dtype == "f32" and precision == "fp16" else DTYPES[dtype]
+
+
+def program_precision(program: Program) -> str:
+    """The precision a program's GPU baseline runs at: fp16 when its floating-point tensors are
+    all 16-bit (f16 or bf16), fp32 when any is f32 (or it has none), so that both sides move and
+    multiply data of the same width."""
+    floats = {t.type.dtype for t in program.tensors} & {"f32", "f16", "bf16"}
+    return "fp16" if floats and "f32" not in floats else "fp32"
 
 
 def class_peak(gpu: Gpu, op_class: str, precision: str) -> float:
@@ -168,13 +176,14 @@ def _precision(precision: str) -> str:
     return precision
 
 
-def estimate(program: str | Path | Program, gpu: str | Path | Gpu, *, precision: str = "fp16",
+def estimate(program: str | Path | Program, gpu: str | Path | Gpu, *, precision: str | None = None,
              factors: dict | Factors | None = None) -> BaselineReport:
-    """The roofline time and energy of a program on a GPU (a preset name, a .toml path or a Gpu)."""
+    """The roofline time and energy of a program on a GPU (a preset name, a .toml path or a Gpu),
+    at `precision` (fp16 or fp32; None: the program's own, see `program_precision`)."""
     from fractal.api import load_program  # lazy: `baseline gpus` needs no compiler (~0.2 s)
     program = load_program(program)
     gpu = load_gpu(gpu)
-    precision = _precision(precision)
+    precision = program_precision(program) if precision is None else _precision(precision)
     factors = factors_from_dict(factors)
     table = opcode_table(program)
 

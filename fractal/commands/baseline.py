@@ -22,8 +22,9 @@ def register(sub):
     e.add_argument("file", metavar="FILE")
     e.add_argument("--gpu", "-g", default="v100",
                    help="GPU preset (fractal baseline gpus) or a GPU .toml file (default v100)")
-    e.add_argument("--precision", default="fp16",
-                   help="fp16 (default: tensor cores, 16-bit data) or fp32")
+    e.add_argument("--precision",
+                   help="fp16 (tensor cores, 16-bit data) or fp32 (default: the program's, fp16 "
+                        "when its float tensors are all f16/bf16, else fp32)")
     e.add_argument("--factors", metavar="F.toml", help="efficiency factors overriding the defaults")
     e.add_argument("--json", action="store_true", help="print a machine-readable report")
     e.set_defaults(handler=_estimate)

@@ -2,6 +2,7 @@
 
     fractal gen --list
     fractal gen vgg16 --batch 2 --resolution 64 --width 8 -o vgg_small.fasm
+    fractal gen logreg --dtype f16            # the data tensors in f16 (f32, f16 or bf16)
     fractal gen vgg16 --help                  # the parameters of one workload
     fractal gen --all -o programs/            # every workload at its defaults, NAME.fasm each
 
@@ -30,11 +31,22 @@ def register(sub):
     p.add_argument("--all", action="store_true",
                    help="write every workload at its defaults as DIR/NAME.fasm (needs -o DIR)")
     p.add_argument("--batch", type=positive_int, help="samples per run (default: the workload's)")
+    p.add_argument("--dtype", type=_dtype, metavar="f32|f16|bf16",
+                   help="float type of the data tensors (default: the workload's, see --list)")
     p.add_argument("-o", "--output", metavar="FILE", help="write here instead of standard output")
     p.add_argument("name", nargs="?", metavar="NAME", help="the workload (see --list)")
     p.add_argument("params", nargs=argparse.REMAINDER, metavar="--PARAM VALUE",
                    help="workload parameters")
     p.set_defaults(handler=_gen)
+
+
+def _dtype(text: str) -> str:
+    from fractal.workloads.base import DTYPES  # lazy: ~10 ms at every `fractal` start
+    if text not in DTYPES:
+        close = did_you_mean(text, DTYPES)
+        raise argparse.ArgumentTypeError(f"expected one of {', '.join(DTYPES)}, got {text!r}"
+                                         + (f" ({close})" if close else ""))
+    return text
 
 
 def _int(text: str) -> int:
@@ -63,17 +75,21 @@ def _workload_args(w, args) -> tuple[dict, str | None]:
         p.add_argument(*names, dest=key, type=_int_list if param.is_list else _int,
                        metavar="N,N,..." if param.is_list else "N",
                        help=f"{param.help} (default {value_text(param.default)})")
+    p.add_argument("--dtype", type=_dtype, metavar="f32|f16|bf16",
+                   help=f"float type of the data tensors (default {w.dtype})")
     given, unknown = p.parse_known_args(args.params)
     if unknown and not unknown[0].startswith("-"):
         raise UserError(f"unexpected argument {unknown[0]!r}: parameters are given as --PARAM VALUE",
                         unknown[0])
     if unknown:
-        flags = [f"--{k.replace('_', '-')}" for k in w.params]
+        flags = [f"--{k.replace('_', '-')}" for k in w.params] + ["--dtype"]
         raise UserError(f"{w.name} has no parameter {unknown[0]!r}", unknown[0],
                         hint=did_you_mean(unknown[0], flags) or "parameters: " + " ".join(flags))
     values = {k: getattr(given, k) for k in w.params if getattr(given, k) is not None}
     if args.batch is not None:
         values.setdefault("batch", args.batch)
+    if given.dtype is not None or args.dtype is not None:
+        values["dtype"] = given.dtype or args.dtype
     return values, given.output
 
 
@@ -91,13 +107,14 @@ def _gen(args, out) -> int:
     if args.list:
         for w in WORKLOADS.values():
             print(f"{w.name:<18} {w.description}", file=out)
-            print(" " * 19 + "  ".join(f"--{k.replace('_', '-')} {value_text(p.default)}"
-                                      for k, p in w.params.items()), file=out)
+            print(" " * 19 + "  ".join([f"--{k.replace('_', '-')} {value_text(p.default)}"
+                                       for k, p in w.params.items()] + [f"--dtype {w.dtype}"]),
+                  file=out)
         return 0
     if args.all:
-        if args.name or args.params or args.batch:
+        if args.name or args.params or args.batch or args.dtype:
             raise UserError("--all writes every workload at its defaults: give no NAME, "
-                            "parameters or --batch", "--all")
+                            "parameters, --batch or --dtype", "--all")
         if not args.output or not Path(args.output).is_dir():
             raise UserError(f"--all needs -o DIR, an existing directory; got {args.output!r}", "-o")
         for name in WORKLOADS:

@@ -23,6 +23,7 @@ __all__ = ["Value", "Builder", "identifier", "onnx_comment", "RESERVED"]
 #: names a tensor may not take: opcodes, and the words of the language (keywords, dtypes, roles)
 RESERVED = frozenset(OPCODES) | {"tensor", "include", "extension", "end", "split", "reduce",
                                  "window", "kernel", "leaf", "min", "index", "f32", "i32",
+                                 "f16", "bf16", "i8",
                                  "input", "param", "output"}
 
 
@@ -54,9 +55,12 @@ class Value:
 
 
 class Builder:
-    """Collects declarations (with the ONNX name in a comment), instructions and param data."""
+    """Collects declarations (with the ONNX name in a comment), instructions and param data.
+    Every tensor has the model's float type `dtype` (f32 or f16), and so do the params."""
 
-    def __init__(self):
+    def __init__(self, dtype: str = "f32"):
+        self.dtype = dtype
+        self.np_dtype = np.float16 if dtype == "f16" else np.float32
         self.taken: set[str] = set()
         self.decls: list[tuple[str, tuple, str | None, str]] = []   # name, shape, role, comment
         self.lines: list[str] = []
@@ -95,10 +99,10 @@ class Builder:
         if v.name is None:
             a = v.const
             if a.dtype.kind == "f" and a.dtype.itemsize <= 8:
-                a = a.astype(np.float32)
+                a = a.astype(self.np_dtype)
             else:
-                raise UserError(f"a constant of dtype {a.dtype} is used as data; fractal programs "
-                                f"compute f32 data", self.node or None)
+                raise UserError(f"a constant of dtype {a.dtype} is used as data; this program "
+                                f"computes {self.dtype} data", self.node or None)
             v.name = self.declare(v.hint or hint, a.shape, "param", comment=v.comment).name
             self.params[v.name] = np.array(a, order="C")
         return v.name
@@ -153,7 +157,7 @@ class Builder:
         """Declarations (inputs, params, internals, outputs) aligned, then the instructions."""
         order = {"input": 0, "param": 1, None: 2, "output": 3}
         decls = sorted(self.decls, key=lambda d: order[d[2]])
-        rows = [(f"tensor {n}", f": {TensorType('f32', s)}", r or "", c) for n, s, r, c in decls]
+        rows = [(f"tensor {n}", f": {TensorType(self.dtype, s)}", r or "", c) for n, s, r, c in decls]
         widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
         out = [f"# {line}" for line in header.splitlines()]
         for row in rows:

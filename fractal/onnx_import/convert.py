@@ -14,6 +14,9 @@ from fractal.onnx_import.ops import CONVERTERS
 __all__ = ["import_model"]
 
 _FLOAT = 1                                        # onnx.TensorProto.FLOAT
+_FLOAT16 = 10                                     # onnx.TensorProto.FLOAT16
+#: the fractal dtype of each ONNX element type a model can compute in
+_DTYPES = {_FLOAT: "f32", _FLOAT16: "f16"}
 #: ops never folded at import time: their value is not a function of their inputs
 _NOT_FOLDED = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                "Bernoulli", "Multinomial")
@@ -59,10 +62,9 @@ class Context:
             raise self.error(f"the shape of output '{name}' is not static after shape inference",
                              hint="fix every input's shape (--shape NAME=D0,D1,...) and use "
                                   "constant shape arguments")
-        if self.graph.dtypes.get(name) != _FLOAT:
+        if self.graph.dtypes.get(name) != self.graph.float_type:
             raise self.error(f"output '{name}' has ONNX element type "
-                             f"{_type_name(self.graph.dtypes.get(name))}; fractal programs compute "
-                             f"float32 data")
+                             f"{_type_name(self.graph.dtypes.get(name))}; {_computes(self.graph)}")
         return shape
 
     def dest(self, i: int = 0) -> Value:
@@ -80,6 +82,19 @@ class Context:
     def unused_outputs(self, i: int, what: str):
         if i < len(self.node.output) and self.node.output[i] in self._used:
             raise self.error(f"output {i} ({what}) is used but not supported")
+
+
+def _computes(graph: Graph) -> str:
+    return f"fractal programs compute {'float16' if graph.float_type == _FLOAT16 else 'float32'} data"
+
+
+def _float_type(graph: Graph) -> int:
+    """FLOAT16 for a model whose graph inputs and outputs are all float16, else FLOAT."""
+    g = graph.model.graph
+    initialized = {i.name for i in g.initializer}
+    ends = [graph.dtypes.get(v.name) for v in list(g.input) + list(g.output)
+            if v.name not in initialized]
+    return _FLOAT16 if ends and all(t == _FLOAT16 for t in ends) else _FLOAT
 
 
 def _type_name(elem_type) -> str:
@@ -115,10 +130,10 @@ def _convert(graph: Graph, b: Builder, node, ctx: Context) -> list[Value]:
         if a.name not in known:
             raise ctx.bad_attr(a.name, f"{node.op_type} is imported without it")
     for name, v in zip(node.input, ins):
-        if v is not None and not v.is_const and graph.dtypes.get(name, _FLOAT) != _FLOAT:
+        if v is not None and not v.is_const and \
+                graph.dtypes.get(name, graph.float_type) != graph.float_type:
             raise ctx.error(f"input '{name}' has ONNX element type "
-                            f"{_type_name(graph.dtypes.get(name))}; fractal programs compute "
-                            f"float32 data")
+                            f"{_type_name(graph.dtypes.get(name))}; {_computes(graph)}")
     b.node = (f"{node.op_type} {node.name!r}" if node.name else
               f"{node.op_type} -> {node.output[0]!r}").replace("\n", " ")
     try:
@@ -135,17 +150,18 @@ def import_model(source, input_shapes: dict | None = None) -> tuple[str, dict[st
     size or other sizes are dynamic. Every unsupported node is reported at once.
     """
     graph = load_graph(source, input_shapes)
-    g, b = graph.model.graph, Builder()
+    graph.float_type = _float_type(graph)
+    g, b = graph.model.graph, Builder(_DTYPES[graph.float_type])
     initializers = {i.name: i for i in g.initializer}
     values: dict[str, Value] = {}
     # graph inputs and outputs first, so that they keep their names when others would collide
     for inp in g.input:
         if inp.name in initializers:
             continue
-        if graph.dtypes.get(inp.name) != _FLOAT:
+        if graph.dtypes.get(inp.name) != graph.float_type:
             raise UserError(f"input '{inp.name}' has ONNX element type "
-                            f"{_type_name(graph.dtypes.get(inp.name))}; fractal programs compute "
-                            f"float32 data", graph.where)
+                            f"{_type_name(graph.dtypes.get(inp.name))}; {_computes(graph)}",
+                            graph.where)
         values[inp.name] = b.declare(inp.name, graph.shapes[inp.name], "input", inp.name)
     outputs = {o.name: (b.fresh(o.name), None) for o in g.output}
     for name, init in initializers.items():

@@ -22,6 +22,7 @@ class Graph:
     opset: int                          # the default domain's opset version
     shapes: dict[str, tuple | None]     # every typed value: its static shape, or None
     dtypes: dict[str, int]              # every typed value: its ONNX element type
+    float_type: int = 1                 # the element type the model computes in: FLOAT or FLOAT16
 
 
 def describe_node(node, index: int) -> str:

@@ -55,8 +55,9 @@ def identity(ctx):
 
 @converter("Cast", attrs={"to", "saturate", "round_mode"})
 def cast(ctx):
-    if ctx.attr("to") != 1:                       # TensorProto.FLOAT
-        raise ctx.bad_attr("to", "only casts to float32 are supported")
+    if ctx.attr("to") != ctx.graph.float_type:    # TensorProto.FLOAT, or FLOAT16 in a f16 model
+        raise ctx.bad_attr("to", "only casts to the model's float type (float32, or float16 in a "
+                                 "float16 model) are supported")
     return [ctx.ins[0]]
 
 

@@ -8,7 +8,19 @@ from typing import Callable
 from isa.errors import UserError, did_you_mean
 from fractal.workloads.builder import ProgramBuilder
 
-__all__ = ["Param", "Workload", "param_error", "value_text"]
+__all__ = ["Param", "Workload", "param_error", "value_text", "DTYPES", "check_dtype"]
+
+#: the float types a workload's data tensors can have (`fractal gen NAME --dtype`)
+DTYPES = ("f32", "f16", "bf16")
+
+
+def check_dtype(dtype) -> str:
+    """`dtype` if it is one of DTYPES, else a UserError located at --dtype with a did-you-mean."""
+    if dtype not in DTYPES:
+        hint = did_you_mean(str(dtype), DTYPES) if isinstance(dtype, str) else None
+        raise param_error("dtype", f"dtype must be one of {', '.join(DTYPES)}, got {dtype!r}",
+                          hint=hint)
+    return dtype
 
 
 @dataclass(frozen=True)
@@ -32,19 +44,25 @@ def param_error(name: str, message: str, hint: str | None = None) -> UserError:
 @dataclass(frozen=True)
 class Workload:
     """`build(builder, **values)` declares and emits the program and returns the sentences that
-    describe it at these values (the first line of the file's header comment)."""
+    describe it at these values (the first line of the file's header comment). Besides its
+    parameters, every workload takes `dtype`, the float type of its data tensors (DTYPES;
+    integer tensors such as labels and indices stay i32), defaulting to `dtype`."""
     name: str
     description: str
     params: dict[str, Param]
     build: Callable[..., list[str]]
+    dtype: str = "f32"
 
     def defaults(self) -> dict:
-        return {k: p.default for k, p in self.params.items()}
+        return {k: p.default for k, p in self.params.items()} | {"dtype": self.dtype}
 
     def checked(self, values: dict) -> dict:
         """The defaults overridden by `values`, each checked against its parameter's limits."""
         out = self.defaults()
         for key, value in values.items():
+            if key == "dtype":
+                out[key] = check_dtype(value)
+                continue
             if key not in self.params:
                 raise param_error(key, f"{self.name} has no parameter '{key}'",
                                   hint=did_you_mean(key, self.params)
@@ -54,8 +72,10 @@ class Workload:
 
     def program(self, values: dict) -> str:
         """The program text for checked parameter values."""
-        builder = ProgramBuilder()
+        values = dict(values)
+        builder = ProgramBuilder(values.pop("dtype", self.dtype))
         summary = self.build(builder, **values)
+        values["dtype"] = builder.dtype
         options = " ".join(f"--{k.replace('_', '-')} {value_text(v)}" for k, v in values.items())
         return builder.text(summary + [
             "Parameters: " + ", ".join(f"{k}={value_text(v)}" for k, v in values.items()) + ".",

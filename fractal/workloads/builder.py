@@ -26,7 +26,8 @@ def _type_text(dtype: str, shape: tuple[int, ...]) -> str:
 class ProgramBuilder:
     """Collects the declarations and instructions of one program and prints its text."""
 
-    def __init__(self):
+    def __init__(self, dtype: str = "f32"):
+        self.dtype = dtype                  # the float type of data tensors (f32, f16 or bf16)
         self.shapes: dict[str, tuple[int, ...]] = {}
         self.dtypes: dict[str, str] = {}
         self._decls: list[tuple[str, str, str, str]] = []      # name, type, role, note
@@ -34,9 +35,11 @@ class ProgramBuilder:
 
     # ------------------------------------------------------------ primitives
 
-    def tensor(self, name: str, shape, role: str | None = None, dtype: str = "f32",
+    def tensor(self, name: str, shape, role: str | None = None, dtype: str | None = None,
                note: str = "") -> str:
-        """Declare a tensor; returns its name."""
+        """Declare a tensor (of the program's float type unless `dtype` says otherwise); returns
+        its name."""
+        dtype = dtype or self.dtype
         if name in self.shapes:
             raise ValueError(f"tensor '{name}' declared twice")
         shape = tuple(int(d) for d in shape)
@@ -159,7 +162,7 @@ class ProgramBuilder:
         return self.op("slice", one, flat, axis=0)
 
     def zero_and_one(self, source: str) -> tuple[str, str]:
-        """f32[1] tensors holding 0 and 1, made from data: x - x = 0 and exp(0) = 1.
+        """[1] tensors of the program's float type holding 0 and 1, made from data: x - x = 0 and exp(0) = 1.
 
         The language has no literals, so constants come from a finite element of a fed tensor.
         """

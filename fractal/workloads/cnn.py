@@ -60,7 +60,7 @@ VGG16 = Workload(
      "width": Param(64, "channels of the first stage (then x2, x4, x8, x8)"),
      "fc": Param(4096, "units of the hidden fully connected layers fc6 and fc7"),
      "classes": Param(1000, "output classes")},
-    _vgg16)
+    _vgg16, dtype="f16")
 
 
 # ---------------------------------------------------------------- ResNet-18
@@ -103,7 +103,7 @@ RESNET18 = Workload(
      "resolution": Param(224, "image height and width", minimum=32),
      "width": Param(64, "channels of the stem and layer1 (then x2, x4, x8)"),
      "classes": Param(1000, "output classes")},
-    _resnet18)
+    _resnet18, dtype="f16")
 
 
 # ---------------------------------------------------------------- AlexNet
@@ -141,4 +141,4 @@ ALEXNET = Workload(
                     multiple_of=6),
      "fc": Param(4096, "units of the hidden fully connected layers fc6 and fc7"),
      "classes": Param(1000, "output classes")},
-    _alexnet)
+    _alexnet, dtype="f16")

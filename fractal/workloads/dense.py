@@ -24,7 +24,7 @@ MLP = Workload(
     "mlp_classifier", "multi-layer perceptron: fully connected layers with bias and ReLU, argmax labels",
     {"batch": Param(64, "samples per run"),
      "layers": Param((784, 256, 128, 10), "layer sizes, input features first, classes last")},
-    _mlp)
+    _mlp, dtype="f16")
 
 
 # ---------------------------------------------------------------- logistic regression
@@ -110,4 +110,4 @@ LSTM = Workload(
      "steps": Param(8, "time steps T"),
      "input_size": Param(32, "features of each input x_t"),
      "hidden": Param(64, "units of the hidden and cell state")},
-    _lstm)
+    _lstm, dtype="f16")

@@ -103,8 +103,8 @@ reduce_sum s, y, axis=0
 
 
 def test_eight_gpus_split_the_batch():
-    one = estimate(BATCHED, "v100", factors=FACTORS)
-    eight = estimate(BATCHED, "dgx1-v100", factors=FACTORS)
+    one = estimate(BATCHED, "v100", precision="fp16", factors=FACTORS)
+    eight = estimate(BATCHED, "dgx1-v100", precision="fp16", factors=FACTORS)
     ops = 2 * 8192 * 4096 * 4096
     # one V100: all 8192 rows at 125e12 x 0.5
     assert one.instructions[0].seconds == pytest.approx(LAUNCH + ops / 62.5e12, rel=1e-12)
@@ -176,3 +176,16 @@ def test_bad_precision_and_factors_are_located():
     with pytest.raises(UserError, match="unknown op class 'matmull'") as e:
         estimate(ADD, "v100", factors={"bandwidth": {"matmull": 0.5}})
     assert "did you mean 'matmul'" in e.value.format()
+
+
+def test_precision_follows_the_program_unless_given():
+    f16 = ADD.replace("f32", "f16")
+    assert "f16" in f16 and "f32" not in f16
+    assert estimate(ADD, "v100").precision == "fp32"
+    assert estimate(f16, "v100").precision == "fp16"
+    assert estimate(ADD.replace("f32", "bf16"), "v100").precision == "fp16"
+    assert estimate(f16, "v100", precision="fp32").precision == "fp32"    # an explicit one wins
+    assert estimate(ADD, "v100", precision="fp16").precision == "fp16"
+    # the same data at the same precision: the f16 program moves what fp16 moves of the f32 one
+    assert estimate(f16, "v100").seconds == pytest.approx(
+        estimate(ADD, "v100", precision="fp16").seconds, rel=1e-12)

@@ -40,7 +40,7 @@ def cli(*args) -> str:
 
 
 def feeds(program, seed: int = 0) -> dict[str, np.ndarray]:
-    """Inputs standard normal; weights scaled by 1/sqrt(fan-in) (He scaling before a ReLU) so
+    """Inputs standard normal (float16 for f16 tensors, else float32); weights scaled by 1/sqrt(fan-in) (He scaling before a ReLU) so
     activations stay near 1 through deep networks; biases small; labels within the classes;
     a positive RBF width."""
     rng = np.random.default_rng(seed)
@@ -61,5 +61,5 @@ def feeds(program, seed: int = 0) -> dict[str, np.ndarray]:
             value *= 0.1
         if t.name == "gamma":
             value = np.array([0.3])
-        out[t.name] = value.astype(np.float32)
+        out[t.name] = value.astype(np.float16 if t.type.dtype == "f16" else np.float32)
     return out

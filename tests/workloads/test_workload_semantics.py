@@ -17,8 +17,10 @@ from tests.workloads.helpers import SMALL, feeds
 
 
 def _run(name, seed=0, change=None, **params):
-    """(feeds as float64/int arrays, reference outputs) of a generated program."""
-    program = fractal.load_program(generate(name, **(SMALL[name] | params)))
+    """(feeds as float64/int arrays, reference outputs) of a generated program, in f32 (the
+    oracles compute in float64; the f16 programs are checked against the simulator in
+    test_workload_runs.py)."""
+    program = fractal.load_program(generate(name, **(SMALL[name] | {"dtype": "f32"} | params)))
     data = feeds(program, seed)
     if change:
         change(data)
