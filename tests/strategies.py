@@ -269,7 +269,8 @@ def any_program(rng: np.random.Generator):
 def random_machine(rng: np.random.Generator, max_leaves: int = 4096, leaf_memory: int | None = None,
                    huge: bool = False):
     """`tiny` re-scaled to depth 1..4 with fan-outs 1..16 (including 3, 5, 7) and random memories;
-    `huge` adds fan-outs 11 and 13, memories up to 64 MiB per leaf, and half-duplex links."""
+    `huge` adds fan-outs 11 and 13, memories up to 64 MiB per leaf, half-duplex links and leaf
+    MAC arrays."""
     r = lambda lo, hi: int(rng.integers(lo, hi + 1))
     fan_choices = [1, 2, 3, 4, 5, 7, 8, 16] + ([11, 13] if huge else [])
     while True:
@@ -284,9 +285,14 @@ def random_machine(rng: np.random.Generator, max_leaves: int = 4096, leaf_memory
     for i in range(1, depth):
         levels[i] = replace(levels[i], memory_bytes=leaf_mem * int(rng.choice([4, 16, 64])))
     levels[-1] = replace(levels[-1], memory_bytes=leaf_mem)
-    if huge:                            # and links of either duplex
+    compute = m.compute
+    if huge:                            # and links of either duplex, leaves with a MAC array
         levels = [replace(lv, duplex=str(rng.choice(["full", "half"]))) for lv in levels]
-    return replace(m, levels=tuple(levels))
+        if rng.integers(0, 2):          # tiny's 32 MAC ops per cycle: a 4 x 4 or 2 x 8 array
+            compute = replace(compute, mac_array=((4, 4), (2, 8))[int(rng.integers(0, 2))],
+                              vector_width=int(rng.choice([1, 4, 8, 16])),
+                              array_fill_cycles=int(rng.integers(0, 8)))
+    return replace(m, levels=tuple(levels), compute=compute)
 
 
 def machine_toml(m: Machine) -> str:
