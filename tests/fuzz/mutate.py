@@ -219,5 +219,5 @@ def mutate_array(rng: np.random.Generator, arr: np.ndarray) -> tuple[bytes, str,
             return npy_bytes(on_disk(bad)), "nan", True
         return npy_bytes(arr), "same", True
     if kind == "fortran":
-        return npy_bytes(np.asfortranarray(arr)), "fortran-order", True
+        return npy_bytes(np.array(arr, order="F")), "fortran-order", True   # keeps 0-d arrays 0-d
     return npz_bytes({"a": arr}), "npz-as-npy", False
