@@ -237,7 +237,7 @@ class _CostModel:
         c = self._costs.get(key)
         if c is None:
             c = self._costs[key] = self.schedule(pieces, ways).estimate(
-                self.node, self.child, self.child_cycles, self.child.buffering)
+                self.node, self.child, self.child_cycles)
         return c
 
 

@@ -25,9 +25,8 @@ An extension's body runs at the flat class rates: the body's instructions are no
 """
 from __future__ import annotations
 
-import math
 
-from compiler.rules import Task, ceil_div
+from compiler.rules import Task, ceil_cycles, ceil_div
 from isa.opcodes import OpClass
 
 __all__ = ["leaf_cycles", "fill_fraction"]
@@ -39,10 +38,6 @@ _ARRAY_DIMS = {
     "eucdist": ((1, 1), (0, 1)),        # K of X[M,K]; N of D[M,N]
     "conv2d": ((1, 1), (0, 1)),         # C of X[N,C,H,W]; O of Y[N,O,Ho,Wo]
 }
-
-
-def _ceil(x: float) -> int:
-    return int(math.ceil(x - 1e-9))
 
 
 def _filled(n: int, lanes: int) -> float:
@@ -72,7 +67,7 @@ def leaf_cycles(task: Task, compute) -> int:
         if op_class == OpClass.MOVE or not ops:
             continue
         rate = compute.ops_per_cycle(op_class, dtype) * fill_fraction(task, op_class, compute)
-        cycles += _ceil(ops / rate)
+        cycles += ceil_cycles(ops / rate)
         if op_class == OpClass.MAC and compute.mac_array:
             cycles += compute.array_fill_cycles
     return cycles

@@ -29,7 +29,7 @@ from isa.program import DTYPES, TensorType, format_value
 
 __all__ = ["Axis", "Dim", "AccessMap", "Task", "access_map", "sub_task", "task_of", "split_ranges",
            "ceil_div", "combine_ops", "merge_ops", "Reduction", "ExtensionReduction", "MERGES",
-           "DimKind", "ACCESS_MAPS", "box_types"]
+           "DimKind", "ACCESS_MAPS", "box_types", "ceil_cycles"]
 
 class Reduction(StrEnum):
     """A built-in reduction g, run on a node's local functional unit."""
@@ -427,6 +427,11 @@ def split_ranges(size: int, parts: int) -> list[tuple[int, int]]:
 
 def ceil_div(a: int, b: int) -> int:
     return -(-a // b)
+
+
+def ceil_cycles(x: float) -> int:
+    """Whole cycles for a fractional time (a hair of floating-point error is not a cycle)."""
+    return int(math.ceil(x - 1e-9))
 
 
 def combine_ops(task: Task, reduce: str, outputs, applications: int) -> int:

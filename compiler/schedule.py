@@ -31,8 +31,8 @@ import itertools
 import math
 from dataclasses import dataclass
 
-from compiler.rules import (MERGES, AccessMap, DimKind, Reduction, Task, access_map, combine_ops, merge_ops,
-                            split_ranges, sub_task)
+from compiler.rules import (MERGES, AccessMap, DimKind, Reduction, Task, access_map, box_types,
+                            ceil_cycles, combine_ops, merge_ops, split_ranges, sub_task)
 from isa.program import TensorType
 
 __all__ = ["PieceWork", "StageTimes", "Schedule", "kept_axis", "stage_times"]
@@ -95,20 +95,16 @@ class StageTimes:
         return max(self.store_port, self.store_link) + self.latency if self.store_port else 0
 
 
-def _ceil(x: float) -> int:
-    return int(math.ceil(x - 1e-9))
-
-
 def stage_times(work: PieceWork, node, child) -> StageTimes:
     """The stage cycles of a piece between a node's level and its children's level."""
     return StageTimes(
-        load_port=_ceil(work.load_bytes / node.memory_bandwidth),
-        load_link=_ceil(work.load_link_bytes / child.link_bandwidth),
-        store_port=_ceil(work.store_bytes / node.memory_bandwidth),
-        store_link=_ceil(work.store_link_bytes / child.link_bandwidth) if work.store_bytes else 0,
+        load_port=ceil_cycles(work.load_bytes / node.memory_bandwidth),
+        load_link=ceil_cycles(work.load_link_bytes / child.link_bandwidth),
+        store_port=ceil_cycles(work.store_bytes / node.memory_bandwidth),
+        store_link=ceil_cycles(work.store_link_bytes / child.link_bandwidth) if work.store_bytes else 0,
         latency=child.link_latency,
-        child_reduce=_ceil(work.child_reduce_max / child.lfu_ops_per_cycle),
-        reduce=_ceil(work.reduce_ops / node.lfu_ops_per_cycle))
+        child_reduce=ceil_cycles(work.child_reduce_max / child.lfu_ops_per_cycle),
+        reduce=ceil_cycles(work.reduce_ops / node.lfu_ops_per_cycle))
 
 
 def kept_axis(amap: AccessMap, parts: list[int]) -> int | None:
@@ -122,8 +118,7 @@ def kept_axis(amap: AccessMap, parts: list[int]) -> int | None:
 
 @dataclass(frozen=True)
 class _AxisKind:
-    start: int                  # the first piece of this kind: its start and extent
-    extent: int
+    extent: int                 # the length of its pieces
     groups: tuple               # its child ranges grouped by signature: ((start, extent, count), ...)
     first: bool                 # the axis's first piece (tracked along reduction axes only)
     last: bool
@@ -188,7 +183,7 @@ class _Axis:
             sums = tuple(sum(n * ln[i] for (_, _, n), ln in zip(groups, lengths))
                          for i in range(len(self.operands)))
             widest = (0,) if interior else tuple(range(len(groups)))
-            self.kinds.append(_AxisKind(ps, pe, groups, *flags, sig, lengths, sums,
+            self.kinds.append(_AxisKind(pe, groups, *flags, sig, lengths, sums,
                                         sum(g[2] for g in groups), widest))
         if self.runs and self.runs[-1][0] == k:
             self.runs[-1] = (k, self.runs[-1][1] + count)
@@ -383,7 +378,8 @@ class Schedule:
             elif not k.first:               # an extension's reduction instruction, per child
                 groups = [k.groups for k in ak]
                 boxes = _boxes(groups, itertools.product(*[range(len(gs)) for gs in groups]))
-                each = [combine_ops(task, g, self._box_outputs(s, e), 1) for s, e, _ in boxes]
+                each = [combine_ops(task, g, box_types(task, self.amap, s, e)[:self.n_out], 1)
+                        for s, e, _ in boxes]
                 child_ops = sum(n * c for (_, _, n), c in zip(boxes, each))
                 child_max = max(each)
         elif g and g not in MERGES:
@@ -399,12 +395,6 @@ class Schedule:
                          widest=_boxes(groups, widest),
                          reduce_ops=reduce_ops, store_bytes=store, store_link_bytes=store_link,
                          child_reduce_ops=child_ops, child_reduce_max=child_max)
-
-    def _box_outputs(self, starts, extents) -> list:
-        return [TensorType(t.dtype, tuple(
-            (lambda r: r[1] - r[0])(d.region(starts[d.axis] if d.axis >= 0 else 0,
-                                             extents[d.axis] if d.axis >= 0 else 0)) for d in dims))
-            for t, dims in zip(self.task.outputs, self.amap.operands)]
 
     def _piece_outputs(self, ak) -> list:
         """Types of a piece's output regions (reduction axes do not appear in them)."""
@@ -434,7 +424,7 @@ class Schedule:
         """Children given work in the first (a full) piece."""
         return self.work(self.first()).busy
 
-    def estimate(self, node, child, child_cycles, buffering: int) -> tuple:
+    def estimate(self, node, child, child_cycles) -> tuple:
         """The node's cycles for the whole task under the pipeline of these stage times, with
         `child_cycles(starts, extents)` the estimated time of a child given that box; and, to break ties,
         the bytes moved plus reduction ops, and the load imbalance.
@@ -442,6 +432,8 @@ class Schedule:
             cycles = decode + sum over pieces of per_piece + the final merge
                      + max over kinds of (journey - per_piece): pipeline fill and drain
             per_piece = max(port, link in, link out, execute, reduce, journey / buffering)
+
+        with `buffering` the pieces in flight in a child's memory (the child level's).
 
         where a piece's journey is its load, execute, store and reduce one after another, port
         is its loads' and stores' port cycles together (one port serves both), and the links
@@ -457,12 +449,12 @@ class Schedule:
             links = ((st.load_link + st.store_link,) if child.duplex == "half"
                      else (st.load_link, st.store_link))
             per_piece = max(st.load_port + st.store_port, *links, execute, st.reduce,
-                            journey / buffering)
+                            journey / child.buffering)
             cycles += n * per_piece
             fill = max(fill, journey - per_piece)
             moved += n * (w.load_bytes + w.store_bytes + w.reduce_ops)
             imbalance += n * max(math.prod(e) for _, e, _ in w.widest) * w.busy
-        final = _ceil(self.final_reduce_ops / node.lfu_ops_per_cycle)
+        final = ceil_cycles(self.final_reduce_ops / node.lfu_ops_per_cycle)
         points = math.prod(ax.size for ax in self.amap.axes)
         return (node.decode_cycles + cycles + fill + final, moved + self.final_reduce_ops,
                 imbalance / points)

@@ -27,13 +27,13 @@ cost grows with levels times distinct shapes, not with the number of leaves.
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import simpy
 
 from compiler.plan import NodePlan, Plan, PlanKind, level_counts
 from compiler.leaf import leaf_cycles
+from compiler.rules import ceil_cycles
 from compiler.schedule import Schedule, stage_times
 from isa.errors import InternalError
 from isa.limits import check_sim_pieces
@@ -76,10 +76,6 @@ class NodeTotals:
     link_out_busy: int = 0      # ... and write-backs
     link_out_bytes: int = 0
     lfu_busy: int = 0           # cycles this node's LFU combined the children's results
-
-
-def _ceil(x: float) -> int:
-    return int(math.ceil(x - 1e-9))
 
 
 def _pieces_per_root(plan: Plan, mode: str) -> list[int]:
@@ -229,7 +225,7 @@ class NodeRun:
 
     def _run_locally(self):
         node, task = self.node, self.node.task
-        memory = _ceil((node.local_bytes or task.nbytes) / self.level.memory_bandwidth)
+        memory = ceil_cycles((node.local_bytes or task.nbytes) / self.level.memory_bandwidth)
         compute = 0
         if node.kind == PlanKind.LEAF:
             compute = leaf_cycles(task, self.engine.machine.compute)
@@ -255,7 +251,7 @@ class NodeRun:
         yield simpy.AllOf(env, running)
         if schedule.final_reduce_ops:
             start = env.now
-            cycles = _ceil(schedule.final_reduce_ops / self.level.lfu_ops_per_cycle)
+            cycles = ceil_cycles(schedule.final_reduce_ops / self.level.lfu_ops_per_cycle)
             yield env.timeout(cycles)
             self.totals.reduce += cycles
             self.totals.lfu_busy += cycles

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from compiler.rules import ACCESS_MAPS, MERGES, DimKind, Reduction
+from compiler.rules import ACCESS_MAPS
 from fractal.baseline.factors import OP_CLASSES as ROOFLINE_CLASSES, opcode_class
 from isa.opcodes import OPCODES, OpClass
 from isa.reference import SEMANTICS
@@ -46,11 +46,6 @@ def test_op_classes_are_closed():
 def test_a_machine_prices_the_isa_data_types():
     """A machine file's per-type MAC rates name the ISA's data types, and only those."""
     assert set(DTYPE_NAMES) == set(DTYPES)
-
-
-def test_vocabularies_are_closed():
-    assert set(MERGES) <= set(Reduction)
-    assert {d.value for d in DimKind} == {"plain", "window", "whole", "bcast"}
 
 
 def test_measured_baseline_table_names_only_known_opcodes():

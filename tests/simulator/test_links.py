@@ -64,15 +64,15 @@ def test_levels_report_busy_fractions_and_energy_by_class():
     for lv in report.levels:
         assert set(lv["busy"]) == {"port", "link_in", "link_out", "lfu", "compute"}
         assert all(0 <= f <= 1 for f in lv["busy"].values())
-    classes = report.energy_breakdown
-    for k, total in classes.items():
-        assert sum(lv["energy_joules"][k] for lv in report.levels) == pytest.approx(total, rel=1e-12)
     # the leaves compute and the root does not; the link into the leaves carries every byte the
-    # leaves load and store, at the leaf level's link_pj_per_byte (2 pJ on tiny)
+    # leaves load and store, at the leaf level's link_pj_per_byte (2 pJ on tiny); the root's
+    # static energy is its 0.5 W over the run, the leaves' 4 x 0.05 W
     assert report.levels[0]["energy_joules"]["compute"] == 0
     leaf = report.levels[1]
     assert leaf["energy_joules"]["link"] == pytest.approx(
         (leaf["bytes_in"] + leaf["bytes_out"]) * 2e-12, rel=1e-12)
+    assert report.levels[0]["energy_joules"]["static"] == pytest.approx(0.5 * report.seconds, rel=1e-12)
+    assert leaf["energy_joules"]["static"] == pytest.approx(4 * 0.05 * report.seconds, rel=1e-12)
     assert report.levels[1]["busy"]["compute"] > 0
 
 
