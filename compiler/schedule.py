@@ -96,12 +96,15 @@ class StageTimes:
 
 
 def stage_times(work: PieceWork, node, child) -> StageTimes:
-    """The stage cycles of a piece between a node's level and its children's level."""
+    """The stage cycles of a piece between a node's level and its children's level (of the bytes
+    a child moves, the node's `link_fraction` crosses its link)."""
+    remote = node.link_fraction
     return StageTimes(
         load_port=ceil_cycles(work.load_bytes / node.memory_bandwidth),
-        load_link=ceil_cycles(work.load_link_bytes / child.link_bandwidth),
+        load_link=ceil_cycles(work.load_link_bytes * remote / child.link_bandwidth),
         store_port=ceil_cycles(work.store_bytes / node.memory_bandwidth),
-        store_link=ceil_cycles(work.store_link_bytes / child.link_bandwidth) if work.store_bytes else 0,
+        store_link=(ceil_cycles(work.store_link_bytes * remote / child.link_bandwidth)
+                    if work.store_bytes else 0),
         latency=child.link_latency,
         child_reduce=ceil_cycles(work.child_reduce_max / child.lfu_ops_per_cycle),
         reduce=ceil_cycles(work.reduce_ops / node.lfu_ops_per_cycle))

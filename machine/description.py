@@ -83,6 +83,43 @@ class Level:
                                         # one loading); the root's is unused: it has no parent
     duplex: str = "full"        # the link to the parent: "full" carries loads and write-backs
                                 # at once, each at link_bandwidth; "half" one at a time
+    memory: str = "local"       # "local": a memory of its own; "distributed": the union of
+                                # shares of its children's memories (below)
+    memory_share: float = 0.0   # distributed: the part of each child's memory capacity ...
+    bandwidth_share: float = 0.0  # ... and of its memory bandwidth that serve this level
+    physical_memory: tuple = () # a child of a distributed level: (bytes, bytes/cycle) of its
+                                # whole memory, of which memory_bytes and memory_bandwidth remain
+
+    @property
+    def link_fraction(self) -> float:
+        """Of the bytes this node moves between its memory and a child, the part that crosses
+        the child's link: all, or, from a distributed memory interleaved over the children, the
+        part not homed in that child (1 - 1/fanout)."""
+        if self.memory == "distributed":
+            return (self.fanout - 1) / self.fanout
+        return 1.0
+
+
+def _carve(levels: tuple) -> tuple:
+    """The levels with each distributed level's memory carved out of its children's: the
+    parent gets fanout x the shares, each child keeps the rest of its memory for its own pieces.
+    Idempotent (it starts again from each child's physical memory), so a re-scaled machine is
+    carved anew."""
+    out = [replace(lv, memory_bytes=lv.physical_memory[0], memory_bandwidth=lv.physical_memory[1],
+                   physical_memory=()) if lv.physical_memory else lv for lv in levels]
+    for i, lv in enumerate(out[:-1]):
+        if lv.memory != "distributed":
+            continue
+        c = out[i + 1]
+        lent_bytes = int(c.memory_bytes * lv.memory_share)
+        lent_bandwidth = c.memory_bandwidth * lv.bandwidth_share
+        out[i + 1] = replace(c, memory_bytes=c.memory_bytes - lent_bytes,
+                             memory_bandwidth=c.memory_bandwidth - lent_bandwidth,
+                             physical_memory=(c.memory_bytes, c.memory_bandwidth))
+        out[i] = replace(lv, memory_bytes=lv.fanout * lent_bytes,
+                         memory_bandwidth=lv.fanout * lent_bandwidth,
+                         memory_pj_per_byte=c.memory_pj_per_byte)
+    return tuple(out)
 
 
 @dataclass(frozen=True)
@@ -92,6 +129,9 @@ class Machine:
     levels: tuple[Level, ...]
     compute: Compute
     description: str = ""
+
+    def __post_init__(self):
+        object.__setattr__(self, "levels", _carve(self.levels))
 
     @property
     def depth(self) -> int:
@@ -161,8 +201,12 @@ class Machine:
                  f"{self.frequency_hz / 1e9:.3g} GHz"]
         for i, lv in enumerate(self.levels):
             fan = f"fan-out {lv.fanout}" if lv.fanout else "leaf"
-            lines.append(f"  level {i} {lv.name:<8} x{self.nodes_at(i):<8} {fan:<12} "
-                         f"memory {_bytes(lv.memory_bytes)}")
+            memory = f"memory {_bytes(lv.memory_bytes)}"
+            if lv.memory == "distributed":
+                memory += " distributed over its children"
+            elif lv.physical_memory:
+                memory += f" of {_bytes(lv.physical_memory[0])}"
+            lines.append(f"  level {i} {lv.name:<8} x{self.nodes_at(i):<8} {fan:<12} {memory}")
         return "\n".join(lines)
 
 
@@ -186,8 +230,13 @@ _LEVEL_KEYS = {
 }
 # key: kind, or (kind, must be positive) for an optional number
 _LEVEL_OPTIONAL = {"name": _STR, "broadcast": _BOOL, "buffering": (_INT, True), "duplex": _STR,
-                   "note": _STR, "compute": "a table"}
+                   "note": _STR, "compute": "a table", "memory": _STR,
+                   "memory_share": (_NUM, True), "bandwidth_share": (_NUM, True)}
 DUPLEX = ("full", "half")
+MEMORY_KINDS = ("local", "distributed")
+#: a distributed level's memory keys: derived from its children's memories
+_CARVED_KEYS = ("memory_bytes", "memory_bandwidth", "memory_pj_per_byte")
+_SHARE_KEYS = ("memory_share", "bandwidth_share")
 _COMPUTE_KEYS = {f.name: (_NUM, not f.name.endswith("pj_per_op")) for f in fields(Compute)
                  if f.default is dataclasses.MISSING}
 _COMPUTE_OPTIONAL = {"note": _STR, "mac_array": "an array of two positive integers",
@@ -263,6 +312,40 @@ def _check_compute(c: dict, path: str, where, errors: list):
                 _check_value(k, v, _NUM, True, at, errors)
 
 
+def _check_memory(lv: dict, i: int, raw_levels: list, required: dict, path: str, where, errors):
+    """A level's memory kind and, for a distributed memory, its shares of the children's."""
+    kind = lv.get("memory", "local")
+    if isinstance(kind, str) and kind not in MEMORY_KINDS:
+        errors.append(UserError(f"'memory' must be \"local\" or \"distributed\", got {kind!r}",
+                                where(path + "memory"), hint=did_you_mean(kind, MEMORY_KINDS)))
+    if kind != "distributed":
+        for k in _SHARE_KEYS:
+            if k in lv:
+                errors.append(UserError(f"'{k}' applies only to a distributed memory "
+                                        f"(memory = \"distributed\")", where(path + k)))
+        return
+    below = raw_levels[i + 1] if i + 1 < len(raw_levels) else None
+    if below is None:
+        errors.append(UserError("the leaf level has no children to distribute its memory over",
+                                where(path + "memory")))
+    elif isinstance(below, dict) and below.get("memory") == "distributed":
+        errors.append(UserError(f"the children of a distributed memory need memories of their own, "
+                                f"but level[{i + 1}] is distributed too", where(path + "memory")))
+    for k in _CARVED_KEYS:
+        required.pop(k, None)
+        if k in lv:
+            errors.append(UserError(f"a distributed memory's '{k}' comes from its children's "
+                                    f"memories and shares: remove it", where(path + k)))
+    for k in _SHARE_KEYS:
+        v = lv.get(k)
+        if v is None:
+            errors.append(UserError(f"missing key '{k}' (a number between 0 and 1: the part of "
+                                    f"each child's memory that serves this level)", where(path + k)))
+        elif _kind_ok(v, _NUM) and v >= 1:
+            errors.append(UserError(f"'{k}' must be below 1 (each child keeps the rest for its own "
+                                    f"pieces), got {v}", where(path + k)))
+
+
 def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
     """Validate a parsed machine file as a whole and build the frozen machine."""
     def where(key):
@@ -316,6 +399,7 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
         if isinstance(lv.get("duplex"), str) and lv["duplex"] not in DUPLEX:
             errors.append(UserError(f"'duplex' must be \"full\" or \"half\", got {lv['duplex']!r}",
                                     where(path + "duplex")))
+        _check_memory(lv, i, raw_levels, required, path, where, errors)
         leaf_fanout = {"fanout": None} if i == last else {}
         _check_table({k: v for k, v in lv.items() if k not in leaf_fanout}, required,
                      _LEVEL_OPTIONAL, path, where, errors)
@@ -333,7 +417,10 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
             broadcast=lv.get("broadcast", True),
             buffering=lv.get("buffering", DEFAULT_BUFFERING),
             duplex=lv.get("duplex", "full"),
-            **{k: lv[k] for k in _LEVEL_KEYS if k != "fanout"}))
+            memory=lv.get("memory", "local"),
+            memory_share=float(lv.get("memory_share", 0.0)),
+            bandwidth_share=float(lv.get("bandwidth_share", 0.0)),
+            **{k: lv.get(k, 0) for k in _LEVEL_KEYS if k != "fanout"}))   # carved: Machine
     raw = raw_levels[-1]["compute"]
     compute = Compute(**{k: float(raw[k]) for k in _COMPUTE_KEYS},
                       mac_array=tuple(raw.get("mac_array", ())),

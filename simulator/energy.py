@@ -57,9 +57,10 @@ def plan_energy(plan: Plan, seconds: float, roots=None) -> Energy:
     for s in stats[1:]:
         moved = s.bytes_in + s.bytes_out
         parent, child = m.levels[s.level - 1], m.levels[s.level]
-        levels[s.level]["link"] += moved * child.link_pj_per_byte * PJ
+        crossing = moved * parent.link_fraction     # the rest is homed in the child already
+        levels[s.level]["link"] += crossing * child.link_pj_per_byte * PJ
         levels[s.level - 1]["memory"] += moved * parent.memory_pj_per_byte * PJ
-        levels[s.level]["memory"] += moved * child.memory_pj_per_byte * PJ
+        levels[s.level]["memory"] += crossing * child.memory_pj_per_byte * PJ
     for i, lv in enumerate(m.levels):
         levels[i]["static"] = lv.static_watts * m.nodes_at(i) * seconds
     totals = {k: sum(lv[k] for lv in levels) for k in CLASSES}

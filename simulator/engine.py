@@ -72,9 +72,9 @@ class NodeTotals:
     port_busy: int = 0          # cycles the memory port was held
     port_bytes: int = 0
     link_in_busy: int = 0       # cycles the busiest child's link carried loads ...
-    link_in_bytes: int = 0
+    link_in_bytes: float = 0    # (a distributed memory's links carry a fraction of the bytes)
     link_out_busy: int = 0      # ... and write-backs
-    link_out_bytes: int = 0
+    link_out_bytes: float = 0
     lfu_busy: int = 0           # cycles this node's LFU combined the children's results
 
 
@@ -286,8 +286,8 @@ class NodeRun:
         t.reduction_ops += work.reduce_ops
         t.child_reduction_ops += work.child_reduce_ops
         t.port_bytes += work.load_bytes + work.store_bytes
-        t.link_in_bytes += work.load_link_bytes
-        t.link_out_bytes += work.store_link_bytes
+        t.link_in_bytes += work.load_link_bytes * self.level.link_fraction
+        t.link_out_bytes += work.store_link_bytes * self.level.link_fraction
         start = env.now
         yield from self._transfer(self.link_in, st.load_port, st.load_link, st.latency)
         self.engine.record(self.path, self.node, i, "LD", start, env.now)

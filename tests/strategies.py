@@ -305,6 +305,15 @@ def machine_toml(m: Machine) -> str:
             v = getattr(lv, f.name)
             if f.name == "fanout" and i == len(m.levels) - 1:
                 continue
+            if f.name == "physical_memory":
+                continue                # a carved child: its file states the whole memory
+            if lv.physical_memory and f.name in ("memory_bytes", "memory_bandwidth"):
+                v = lv.physical_memory[0 if f.name == "memory_bytes" else 1]
+            if lv.memory == "distributed" and f.name in ("memory_bytes", "memory_bandwidth",
+                                                         "memory_pj_per_byte"):
+                continue                # derived from the children's memories
+            if lv.memory == "local" and f.name in ("memory_share", "bandwidth_share"):
+                continue
             lines.append(f"{f.name} = {_toml_value(v)}")
     lines.append("\n[level.compute]")
     for f in fields(Compute):

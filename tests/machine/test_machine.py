@@ -458,17 +458,24 @@ def test_rescaled_repeats_the_middle_levels_and_keeps_root_and_leaf():
     m = f100.rescaled(5, 2)
     assert [lv.name for lv in m.levels] == ["server", "chip", "cluster", "cluster", "cluster",
                                            "core"]
-    assert m.levels == (dataclasses.replace(server, fanout=2), dataclasses.replace(chip, fanout=2),
+    # the server's memory is distributed over its chips: two chips' shares of 24 GiB and 256 B/cycle
+    assert m.levels == (dataclasses.replace(server, fanout=2, memory_bytes=2 * 24 * 2**30,
+                                            memory_bandwidth=2 * 256.0),
+                        dataclasses.replace(chip, fanout=2),
                         *[dataclasses.replace(cluster, fanout=2)] * 3, core)
     assert m.compute == f100.compute
     assert m.frequency_hz == f100.frequency_hz and m.description == f100.description
     # shallower than the template: the first middle levels are kept
     m = f100.rescaled(2, 4)
-    assert m.levels == (dataclasses.replace(server, fanout=4), dataclasses.replace(chip, fanout=4),
-                        core)
+    assert m.levels == (dataclasses.replace(server, fanout=4, memory_bytes=4 * 24 * 2**30,
+                                            memory_bandwidth=4 * 256.0),
+                        dataclasses.replace(chip, fanout=4), core)
     # depth 1: root and leaf only
-    m = f100.rescaled(1, 16)
-    assert m.levels == (dataclasses.replace(server, fanout=16), core) and m.leaves == 16
+    m = f100.rescaled(1, 16)   # the server's memory now lies in the cores' scratchpads
+    assert m.levels == (dataclasses.replace(server, fanout=16, memory_bytes=16 * 393_216,
+                                            memory_bandwidth=16 * 64.0, memory_pj_per_byte=1.5),
+                        dataclasses.replace(core, memory_bytes=131_072, memory_bandwidth=192.0,
+                                            physical_memory=(524_288, 256))) and m.leaves == 16
 
 
 def test_rescaled_without_middle_levels_repeats_the_root():
