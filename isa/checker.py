@@ -12,11 +12,13 @@ extensions declared before it; so checking and the opcode table live together he
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from functools import lru_cache
 from pathlib import Path
 
-from isa.errors import ErrorGroup, SourceLocation, UserError, did_you_mean
-from isa.extensions import ExtDecl, bind_sizes, check_declarations, eval_dim, leaf_pieces
+from isa.errors import MAX_ERRORS_COLLECTED, ErrorGroup, SourceLocation, UserError, did_you_mean
+from isa.extensions import EXT_LIMITS, ExtDecl, bind_sizes, check_declarations, eval_dim, \
+    ext_limits, leaf_pieces, piece_count
 from isa.opcodes import OPCODES, REQUIRED, AttrSpec, OpSpec, RuleBroken, instruction_ops
 from isa.parser import parse_collect, read_source
 from isa.program import Instruction, Program, TensorDecl, TensorType
@@ -32,6 +34,8 @@ class _Checker:
         self.errors: list[UserError] = []
 
     def error(self, message: str, loc: SourceLocation | None, hint: str | None = None):
+        if len(self.errors) >= MAX_ERRORS_COLLECTED:
+            return
         self.errors.append(UserError(message, loc, self.p.source_line(loc), hint))
 
     def run(self) -> list[UserError]:
@@ -170,13 +174,32 @@ def instantiate(decl: ExtDecl, types: tuple, attrs: tuple, earlier: tuple = ()) 
 
 def extension_spec(decl: ExtDecl, earlier: tuple[ExtDecl, ...] = ()) -> OpSpec:
     """The opcode-table entry of a declared extension."""
-    return _spec(decl, earlier)
+    key = (decl, earlier)
+    spec = _SPECS.get(key)
+    if spec is None:
+        spec = _table(tuple(earlier) + (decl,))[decl.name]
+    return spec
 
 
-@lru_cache(maxsize=256)
-def _spec(decl: ExtDecl, earlier: tuple) -> OpSpec:
-    table = _table(earlier)
+#: (declaration, earlier declarations) -> its opcode-table entry, for every table built
+_SPECS: dict[tuple, OpSpec] = {}
+_SPECS_KEPT = 65536
+
+
+def _make_spec(decl: ExtDecl, earlier: tuple, table: Mapping) -> OpSpec:
     n_out = len(decl.outputs)
+    static = []
+
+    def static_expansion() -> int:
+        """Core instructions of one piece of the body, each nested use counted by its own
+        body (pieces of nested uses not counted): a lower bound, known before any use."""
+        if not static:
+            n = 0
+            for ins in decl.body:
+                sub = table.get(ins.opcode)
+                n += sub.expansion.static() if sub is not None and sub.decl is not None else 1
+            static.append(n)
+        return static[0]
 
     def body(outs, ins, a):
         """The instantiated body for operands of these types (a piece no larger than the caps)."""
@@ -185,8 +208,13 @@ def _spec(decl: ExtDecl, earlier: tuple) -> OpSpec:
         return instantiate(decl, types, full, earlier)
 
     def rule(outs, ins, a):
-        for piece, _ in leaf_pieces(decl, tuple(outs) + tuple(ins), distinct=True):
+        types = tuple(outs) + tuple(ins)
+        # charged before anything is expanded: the pieces times the body's core instructions
+        # (nested uses counted once) is a lower bound of the expansion
+        _charge(decl, piece_count(decl, types) * static_expansion())
+        for piece, _ in leaf_pieces(decl, types, distinct=True):
             body(piece[:n_out], piece[n_out:], a)
+        _charge(decl, expansion(outs, ins, a))
         for s in decl.splits:
             if s.reduce:
                 g = table[s.reduce]
@@ -196,40 +224,119 @@ def _spec(decl: ExtDecl, earlier: tuple) -> OpSpec:
                     raise RuleBroken(f"{decl.name}: reduction '{s.reduce}' does not combine its "
                                      f"partial results: {e.message}") from None
 
-    def work(outs, ins, a):
+    @lru_cache(maxsize=1024)
+    def _expansion(types: tuple, attrs: tuple) -> int:
+        a = dict(attrs)
+        most = 0
+        for piece, _ in leaf_pieces(decl, types, distinct=True):
+            program = body(piece[:n_out], piece[n_out:], a)
+            ptypes = program.types
+            n = 0
+            for ins in program.instructions:
+                sub = table[ins.opcode]
+                if sub.decl is None:
+                    n += 1
+                else:
+                    ts = [ptypes[x] for x in ins.operands]
+                    n += sub.expansion(ts[:sub.outputs], ts[sub.outputs:], sub.full_attrs(ins.attr))
+            most = max(most, n)
+        return most * piece_count(decl, types)
+
+    def expansion(outs, ins, a):
+        """Core instructions one use runs on a leaf: every piece's body, nested uses expanded."""
+        return _expansion(tuple(outs) + tuple(ins), _key(a))
+    expansion.static = static_expansion
+
+    @lru_cache(maxsize=1024)
+    def _work_of(types: tuple, attrs: tuple) -> tuple:
+        a = dict(attrs)
         total = []
-        for piece, _ in leaf_pieces(decl, tuple(outs) + tuple(ins)):
+        for piece, _ in leaf_pieces(decl, types):
             total += _work(body(piece[:n_out], piece[n_out:], a), table)
-        return total
+        return tuple(total)
+
+    def work(outs, ins, a):
+        return list(_work_of(tuple(outs) + tuple(ins), _key(a)))
 
     def ops(outs, ins, a):
-        return sum(n for _, n in work(outs, ins, a))
+        return sum(n for _, n in _work_of(tuple(outs) + tuple(ins), _key(a)))
 
     attrs = {k: AttrSpec(_attr_kind(v), v) for k, v in decl.attrs}
     return OpSpec(decl.name, n_out, len(decl.inputs), rule, ops, "extension", attrs,
                   f"extension declared at {decl.loc}" if decl.loc else "extension",
-                  decl=decl, ext_key=(decl, earlier), body=body, work=work, table=table)
+                  decl=decl, ext_key=(decl, earlier), body=body, work=work, table=table,
+                  expansion=expansion)
+
+
+def _key(a: dict) -> tuple:
+    return tuple(sorted(a.items()))
+
+
+def _charge(decl: ExtDecl, n: int):
+    caps = ext_limits()
+    if n > caps["expansion"]:
+        var = EXT_LIMITS["expansion"][0]
+        raise RuleBroken(f"one use of extension {decl.name} runs {n:,} core instructions on a "
+                         f"leaf (its pieces times its body, nested extensions expanded), over the "
+                         f"limit of {caps['expansion']:,} (set {var} to raise it)")
 
 
 def _attr_kind(v) -> str:
     return "int" if isinstance(v, int) else "ints" if isinstance(v, tuple) else "number"
 
 
-@lru_cache(maxsize=256)
-def _table(decls: tuple) -> dict:
+class _Table(Mapping):
+    """The core opcodes and the first `n` extensions of a program's declarations. The tables of
+    every prefix share one index of the extensions (a program of n declarations builds n
+    tables in O(n), not O(n^2)); callers must not change it."""
+
+    __slots__ = ("_ext", "_n")
+
+    def __init__(self, ext: dict, n: int):
+        self._ext = ext         # name -> [(position, spec)], shared, filled in order
+        self._n = n
+
+    def __getitem__(self, name):
+        for i, spec in reversed(self._ext.get(name, ())):
+            if i < self._n:
+                return spec
+        return OPCODES[name]
+
+    def __contains__(self, name):
+        return name in OPCODES or any(i < self._n for i, _ in self._ext.get(name, ()))
+
+    def __iter__(self):
+        yield from OPCODES
+        for name, entries in self._ext.items():
+            if name not in OPCODES and entries[0][0] < self._n:
+                yield name
+
+    def __len__(self):
+        return sum(1 for _ in self)
+
+
+@lru_cache(maxsize=64)
+def _table(decls: tuple) -> Mapping:
     """The core opcodes and these extensions (shared: callers must not change it)."""
-    table = dict(OPCODES)
+    ext: dict[str, list] = {}
     for i, d in enumerate(decls):
-        table[d.name] = _spec(d, tuple(decls[:i]))
-    return table
+        earlier = decls[:i]
+        spec = _SPECS.get((d, earlier))
+        if spec is None:
+            spec = _make_spec(d, earlier, _Table(ext, i))
+            if len(_SPECS) >= _SPECS_KEPT:
+                _SPECS.clear()
+            _SPECS[(d, earlier)] = spec
+        ext.setdefault(d.name, []).append((i, spec))
+    return _Table(ext, len(decls))
 
 
-def opcode_table(program: Program) -> dict[str, OpSpec]:
+def opcode_table(program: Program) -> Mapping:
     """The core opcodes and the program's extensions."""
     return _table(tuple(getattr(program, "extensions", ())))
 
 
-def _work(program: Program, table: dict) -> list[tuple[str, int]]:
+def _work(program: Program, table: Mapping) -> list[tuple[str, int]]:
     out = []
     types = program.types
     for ins in program.instructions:

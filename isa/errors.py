@@ -17,7 +17,7 @@ import os
 from dataclasses import dataclass
 
 __all__ = [
-    "env_limit",
+    "env_limit", "clip_line", "clip_text", "MAX_ERRORS_SHOWN", "MAX_ERRORS_COLLECTED", "LINE_SHOWN",
     "FractalError", "UserError", "ErrorGroup", "InternalError", "SourceLocation",
     "did_you_mean",
 ]
@@ -32,6 +32,41 @@ class SourceLocation:
 
     def __str__(self) -> str:
         return f"{self.file}:{self.line}:{self.col}"
+
+
+#: the most characters of a source line an error echoes (a window around the caret)
+LINE_SHOWN = 120
+#: the most characters of a message (names in it are the user's, and may be long)
+MESSAGE_SHOWN = 400
+#: the most errors one group prints; the rest are counted
+MAX_ERRORS_SHOWN = 50
+#: the most errors one file's checks collect; past it they stop looking
+MAX_ERRORS_COLLECTED = 1000
+#: control characters of an echoed line (terminal escapes, NUL) shown as '?'
+_UNPRINTABLE = {c: "?" for c in [*range(0, 32), 127] if c != 9}
+
+
+def clip_text(text: str, most: int = MESSAGE_SHOWN) -> str:
+    """`text` cut to at most `most` characters, with the cut said."""
+    if len(text) <= most:
+        return text
+    return text[:most] + f"... ({len(text) - most:,} more characters)"
+
+
+def clip_line(line: str, col: int, width: int = LINE_SHOWN) -> tuple[str, int]:
+    """A window of at most `width` characters of a source line around column `col` (from 1),
+    and the caret's column in that window. Cut ends are marked with '...'."""
+    line = line.rstrip("\n").expandtabs(1).translate(_UNPRINTABLE)
+    if len(line) <= width:
+        return line, col
+    start = max(0, min(col - 1 - width // 2, len(line) - width))
+    window = line[start:start + width]
+    caret = col - start
+    if start > 0:
+        window, caret = "..." + window, caret + 3
+    if start + width < len(line):
+        window += "..."
+    return window, caret
 
 
 class FractalError(Exception):
@@ -53,15 +88,36 @@ class UserError(FractalError):
         self.source_line = source_line
         self.hint = hint
 
+    @property
+    def source_line(self) -> str | None:
+        return self._source_line
+
+    @source_line.setter
+    def source_line(self, line: str | None):
+        # keep only what is shown: a window around the column (a line may be megabytes long)
+        if line is not None and len(line) > LINE_SHOWN:
+            col = self.where.col if isinstance(self.where, SourceLocation) else 1
+            start = max(0, col - 1 - 2 * LINE_SHOWN)
+            line = line[start:col - 1 + 2 * LINE_SHOWN]
+            if isinstance(self.where, SourceLocation) and start:
+                # the window keeps the caret's place: pad what was cut with the marker's width
+                self._offset = start
+        self._source_line = line
+
     def format(self) -> str:
-        head = f"{self.where}: error: {self.message}" if self.where else f"error: {self.message}"
+        where = clip_text(str(self.where), 300) if self.where else None
+        message = clip_text(self.message)
+        head = f"{where}: error: {message}" if where else f"error: {message}"
         lines = [head]
         if self.source_line is not None and isinstance(self.where, SourceLocation):
-            text = self.source_line.rstrip("\n").expandtabs(1)
+            col = self.where.col - getattr(self, "_offset", 0)
+            text, caret = clip_line(self.source_line, col)
+            if getattr(self, "_offset", 0) and not text.startswith("..."):
+                text, caret = "..." + text, caret + 3
             lines.append("    " + text)
-            lines.append("    " + " " * (self.where.col - 1) + "^")
+            lines.append("    " + " " * (caret - 1) + "^")
         if self.hint:
-            lines.append(f"    hint: {self.hint}")
+            lines.append(f"    hint: {clip_text(self.hint, 200)}")
         return "\n".join(lines)
 
     def __str__(self) -> str:
@@ -77,9 +133,12 @@ class ErrorGroup(UserError):
         super().__init__(f"{n} error{'s' if n != 1 else ''}")
 
     def format(self) -> str:
-        parts = [e.format() for e in self.errors]
+        parts = [e.format() for e in self.errors[:MAX_ERRORS_SHOWN]]
         n = len(self.errors)
-        parts.append(f"{n} error{'s' if n != 1 else ''} found")
+        if n > MAX_ERRORS_SHOWN:
+            parts.append(f"... {n - MAX_ERRORS_SHOWN:,} more error(s) not shown")
+        more = " (stopped looking there)" if n >= MAX_ERRORS_COLLECTED else ""
+        parts.append(f"{n:,} error{'s' if n != 1 else ''} found{more}")
         return "\n".join(parts)
 
 

@@ -15,12 +15,31 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass, field
 
-from isa.errors import SourceLocation, UserError, did_you_mean
+from isa.errors import SourceLocation, UserError, did_you_mean, env_limit
 from isa.opcodes import OPCODES, RuleBroken
 from isa.program import DTYPES, Instruction, TensorType, format_value
 
 __all__ = ["Dim", "SigOperand", "SplitRule", "Temp", "ExtDecl", "bind_sizes", "check_declarations",
-           "eval_dim", "dim_symbols", "dim_text", "leaf_pieces"]
+           "eval_dim", "dim_symbols", "dim_text", "leaf_pieces", "piece_count", "EXT_LIMITS",
+           "ext_limits"]
+
+#: name -> (environment variable, default, what it bounds)
+EXT_LIMITS = {
+    "extensions": ("FRACTAL_MAX_EXTENSIONS", 1000, "extension declarations of one program"),
+    "ext_depth": ("FRACTAL_MAX_EXT_DEPTH", 32, "extensions nested in one another's bodies"),
+    "expansion": ("FRACTAL_MAX_EXPANSION", 10_000,
+                  "core instructions one use of an extension runs on a leaf"),
+}
+
+
+def ext_limits() -> dict[str, int]:
+    """The extension limits in force (environment variables, else defaults)."""
+    return {k: env_limit(var, default) for k, (var, default, _) in EXT_LIMITS.items()}
+
+
+def _over(name: str, what: str) -> str:
+    var, _, bounds = EXT_LIMITS[name]
+    return f"{what}, over the limit of {ext_limits()[name]:,} ({bounds}; set {var} to raise it)"
 
 #: a size expression: an int, a symbol (str), or (op, left, right) with op in + - *
 Dim = object
@@ -107,6 +126,15 @@ class ExtDecl:
     loc: SourceLocation | None = field(default=None, compare=False, repr=False)
     source: str = field(default="", compare=False, repr=False)
 
+    def __hash__(self) -> int:
+        # declarations key the opcode-table caches, in tuples of every earlier declaration:
+        # hash the deep fields once
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash((self.name, self.operands, self.attrs, self.splits, self.temps, self.body))
+            object.__setattr__(self, "_hash", h)
+        return h
+
     @property
     def outputs(self) -> tuple[SigOperand, ...]:
         return tuple(o for o in self.operands if o.output)
@@ -143,6 +171,14 @@ def check_declarations(decls: tuple[ExtDecl, ...]) -> list[UserError]:
     errors: list[UserError] = []
     known: dict[str, tuple] = {k: (s.outputs, s.inputs) for k, s in OPCODES.items()}
     later = {d.name for d in decls}
+    caps = ext_limits()
+    if len(decls) > caps["extensions"]:
+        d = decls[caps["extensions"]]
+        _err(errors, d, _over("extensions", f"the program declares {len(decls):,} extensions"),
+             d.loc)
+        return errors
+    depth: dict[str, int] = {}          # extensions nested, this one included
+    size: dict[str, int] = {}           # core instructions of one piece, nested uses expanded
     for d in decls:
         if d.name in known:
             what = "a core opcode" if d.name in OPCODES else "an extension declared earlier"
@@ -184,6 +220,18 @@ def check_declarations(decls: tuple[ExtDecl, ...]) -> list[UserError]:
                 if n not in names:
                     _err(errors, d, f"undefined name '{n}' in extension '{d.name}' (not an operand "
                                     f"or temporary)", ins.operand_loc(i), did_you_mean(n, names))
+        uses = [i.opcode for i in d.body] + [s.reduce for s in d.splits if s.reduce]
+        depth[d.name] = 1 + max((depth.get(u, 0) for u in uses), default=0)
+        size[d.name] = sum(size.get(i.opcode, 1) for i in d.body)
+        if depth[d.name] > caps["ext_depth"]:
+            _err(errors, d, _over("ext_depth", f"extension '{d.name}' nests {depth[d.name]} "
+                                               f"extensions deep"), d.loc)
+            return errors
+        if size[d.name] > caps["expansion"]:
+            _err(errors, d, _over("expansion", f"one use of extension '{d.name}' runs at least "
+                                               f"{size[d.name]:,} core instructions on a leaf"),
+                 d.loc)
+            return errors
         known[d.name] = (len(d.outputs), len(d.inputs))
     return errors
 
@@ -258,6 +306,16 @@ def bind_sizes(decl: ExtDecl, types) -> dict[str, int]:
                                  f"{s.axis} + {s.window[1]} - 1, found {src} against "
                                  f"{sizes[s.axis]} + {k} - 1")
     return sizes
+
+
+def piece_count(decl: ExtDecl, types: tuple) -> int:
+    """How many pieces `leaf_pieces` yields, computed without yielding them."""
+    sizes = bind_sizes(decl, types)
+    n = 1
+    for s in decl.splits:
+        if s.leaf and sizes[s.axis] > s.leaf:
+            n *= -(-sizes[s.axis] // s.leaf)
+    return n
 
 
 def leaf_pieces(decl: ExtDecl, types: tuple, distinct: bool = False):

@@ -78,6 +78,7 @@ class OpSpec:
     body: Callable | None = None
     work: Callable | None = None       # (op class, ops) of every core instruction a leaf runs
     table: dict | None = None
+    expansion: Callable | None = None  # core instructions one use runs on a leaf
 
     def full_attrs(self, given: dict) -> dict:
         """Given attributes with defaults filled in (assumes the instruction was checked)."""
