@@ -52,23 +52,10 @@ def _sidecar_path(program: Program) -> Path | None:
 
 
 def _sidecar_feeds(program: Program, path: Path, feeds: dict, explicit: set):
-    """Load the archive beside the program into `feeds`, except tensors given explicitly."""
+    """Load the archive beside the program into `feeds`, except tensors given explicitly; each
+    array is checked from the archive's directory and its header before its data is read."""
     where = f"{path} (the data beside {program.file})"
-    try:
-        archive = np.load(path, allow_pickle=False)
-    except Exception as e:                        # not numpy data, truncated, pickled objects
-        raise UserError(f"cannot read {path} as .npz data: {e}", where) from None
-    if not isinstance(archive, np.lib.npyio.NpzFile):
-        raise UserError(f"{path} is a single .npy array, not an .npz archive", where)
-    with archive:
-        for key in archive.files:
-            if key in explicit:
-                continue
-            try:
-                arr = archive[key]
-            except Exception as e:
-                raise UserError(f"cannot read array '{key}' of {path}: {e}", where) from None
-            feeds[key] = _ref.conform_feed(program, key, arr, where, f"array '{key}' of {path}")
+    _ref.read_npz_feeds(program, str(path), where, feeds, skip=explicit, hint=None)
 
 
 def _feeds(program: Program, inputs, inputs_npz, seed, sidecar: bool = True) -> dict:

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import json
 import os
 import pkgutil
 import sys
@@ -16,6 +15,7 @@ import traceback
 import warnings
 
 import fractal.commands as commands
+from fractal import strict_json
 from isa.errors import InternalError, UserError
 from machine import PRESETS, preset
 
@@ -67,6 +67,26 @@ def machine_args(p: argparse.ArgumentParser, default: str = "f1"):
                    help="re-scale every stage to this fan-out, or give one per stage: 3,5,7")
 
 
+def lib_args(p: argparse.ArgumentParser):
+    p.add_argument("--lib", action="append", default=[], metavar="DIR",
+                   help="a folder of extension libraries that includes may name (repeatable; "
+                        "also FRACTAL_LIB_PATH)")
+
+
+def checked_machine(args):
+    """The machine of --machine/--depth/--fanout. The size limits on the re-scaled machine are
+    checked on the arguments first: a depth of 10^22 is refused, not built."""
+    from fractal import api
+    from machine.limits import LIMITS, limit
+    fanouts = args.fanout if isinstance(args.fanout, tuple) else ()
+    for what, n, arg in (("depth", args.depth, "--depth"), ("depth", len(fanouts), "--fanout")):
+        if n is not None and n > limit(what):
+            var, _, bounds = LIMITS[what]
+            raise UserError(f"the machine's depth is {n:,}, over the limit of {limit(what):,} "
+                            f"({bounds}; set {var} to raise it)", arg)
+    return api.build_machine(args.machine, args.depth, args.fanout)
+
+
 def data_args(p: argparse.ArgumentParser):
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
                    help="data for an input or param tensor (repeatable)")
@@ -82,6 +102,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     c = sub.add_parser("check", help="parse and check programs, reporting every problem")
     c.add_argument("files", nargs="+", metavar="FILE")
+    lib_args(c)
 
     r = sub.add_parser("run", help="simulate a program on a machine (or --reference: numpy)")
     r.add_argument("file", metavar="FILE")
@@ -96,12 +117,14 @@ def build_parser() -> argparse.ArgumentParser:
                    help="write a Chrome/Perfetto trace of every node's pipeline (implies --exact)")
     machine_args(r)
     data_args(r)
+    lib_args(r)
 
     k = sub.add_parser("compile", help="decompose a program for a machine and print the plan")
     k.add_argument("file", metavar="FILE")
     k.add_argument("--json", action="store_true", help="print the plan as JSON")
     k.add_argument("--summary", action="store_true", help="print only the per-level totals")
     machine_args(k)
+    lib_args(k)
 
     c2 = sub.add_parser("compare", help="two programs side by side on one machine (timing only)")
     c2.add_argument("a", metavar="A.fasm")
@@ -109,6 +132,7 @@ def build_parser() -> argparse.ArgumentParser:
     c2.add_argument("--json", action="store_true",
                     help="print both run reports under the keys a and b")
     machine_args(c2)
+    lib_args(c2)
 
     m = sub.add_parser("machines", help="list the preset machines")
     m.add_argument("--json", action="store_true")
@@ -160,7 +184,7 @@ def _cmd_run(args, out) -> int:
         if args.timing_only and (args.input or args.inputs or args.save_outputs):
             raise UserError("--timing-only computes no data: drop --input/--inputs/--save-outputs, "
                             "or drop --timing-only", "--timing-only")
-        machine = api.build_machine(args.machine, args.depth, args.fanout)
+        machine = checked_machine(args)
         res = api.run(args.file, machine, functional=not args.timing_only, inputs=args.input,
                       inputs_npz=args.inputs, seed=args.seed, exact=args.exact, trace=args.trace,
                       progress=_progress if sys.stderr.isatty() and not args.json else None)
@@ -168,8 +192,7 @@ def _cmd_run(args, out) -> int:
     if args.save_outputs:
         save_outputs(outputs, args.save_outputs, where="--save-outputs")
     if args.json:
-        json.dump(report, out, indent=2)
-        out.write("\n")
+        strict_json.dump(report, out)
         return EXIT_OK
     print(text, file=out)
     if args.save_outputs:
@@ -184,10 +207,9 @@ def _cmd_compile(args, out) -> int:
     # lazy: the API and the compiler load numpy (~0.2 s), not needed for --help
     from fractal import api
     from compiler import plan_json, plan_text
-    plan = api.compile(args.file, api.build_machine(args.machine, args.depth, args.fanout))
+    plan = api.compile(args.file, checked_machine(args))
     if args.json:
-        json.dump(plan_json(plan), out, indent=2)
-        out.write("\n")
+        strict_json.dump(plan_json(plan), out)
     else:
         print(plan_text(plan, detail=not args.summary), file=out)
     return EXIT_OK
@@ -195,11 +217,10 @@ def _cmd_compile(args, out) -> int:
 
 def _cmd_compare(args, out) -> int:
     from fractal import api     # lazy: numpy and the compiler (~0.2 s), not for every command
-    machine = api.build_machine(args.machine, args.depth, args.fanout)
+    machine = checked_machine(args)
     a, b = (api.run(f, machine, functional=False) for f in (args.a, args.b))
     if args.json:
-        json.dump({"machine": machine.name, "a": a.to_json(), "b": b.to_json()}, out, indent=2)
-        out.write("\n")
+        strict_json.dump({"machine": machine.name, "a": a.to_json(), "b": b.to_json()}, out)
         return EXIT_OK
     print(compare_text(a, b), file=out)
     return EXIT_OK
@@ -234,8 +255,7 @@ def _cmd_machines(args, out) -> int:
                  "leaves": m.leaves, "peak_ops_per_second": m.peak_ops_per_second,
                  "frequency_hz": m.frequency_hz,
                  "memory_bytes_per_level": [lv.memory_bytes for lv in m.levels]} for m in machines]
-        json.dump(rows, out, indent=2)
-        out.write("\n")
+        strict_json.dump(rows, out)
         return EXIT_OK
     for m in machines:
         print(m.summary(), file=out)
@@ -254,7 +274,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
     try:
         args = build_parser().parse_args(argv)
         handler = getattr(args, "handler", None) or COMMANDS[args.command]
-        with warnings.catch_warnings():
+        from isa.parser import library_path
+        with warnings.catch_warnings(), library_path(getattr(args, "lib", None)):
             # numpy's floating-point warnings (a mean of inf and -inf is nan, as reported) are
             # not for the user: an f32 program may overflow by design
             warnings.simplefilter("ignore", RuntimeWarning)

@@ -26,6 +26,7 @@ import ml_dtypes
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
+from isa import datafiles
 from isa.checker import opcode_table
 from isa.errors import InternalError, UserError, did_you_mean
 from isa.extensions import leaf_pieces
@@ -34,7 +35,7 @@ from isa.opcodes import OPCODES, OpSpec, conv_out, pads
 from isa.program import FLOAT_DTYPES, Instruction, Program, TensorType
 
 __all__ = ["SEMANTICS", "NP_DTYPES", "dtype_name", "cast_array", "execute_instruction", "run_reference", "generate_feeds",
-           "load_feeds", "save_outputs", "gather_index_error"]
+           "load_feeds", "read_npz_feeds", "conform_feed", "save_outputs", "gather_index_error"]
 
 NP_DTYPES = {"f32": np.dtype(np.float32), "i32": np.dtype(np.int32),
              "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
@@ -403,8 +404,11 @@ def _on_disk(dtype: str) -> str:
     return "uint16 bit patterns" if dtype == "bf16" else str(NP_DTYPES[dtype])
 
 
-def conform_feed(program: Program, name: str, arr: np.ndarray, where: str, origin: str) -> np.ndarray:
-    """`arr` as the value of tensor `name`, or a UserError saying why it cannot be."""
+def conform_feed(program: Program, name: str, arr: np.ndarray, where: str, origin: str,
+                 shape_only=False) -> np.ndarray:
+    """`arr` as the value of tensor `name`, or a UserError saying why it cannot be. With
+    `shape_only` (a shape, or None for the name alone) only the name and that shape are checked:
+    what a data file's header tells before its data is read."""
     fed = {t.name for t in _fed(program)}
     if name not in fed:
         if name in program.types:
@@ -414,6 +418,10 @@ def conform_feed(program: Program, name: str, arr: np.ndarray, where: str, origi
         raise UserError(f"the program has no tensor named '{name}'", where,
                         hint=did_you_mean(name, fed) or "inputs and params: " + ", ".join(sorted(fed)))
     want = program.tensor(name).type
+    if shape_only is not False:
+        if shape_only is not None and tuple(shape_only) != want.shape:
+            raise UserError(f"{name} expects {want}, {origin} has shape {tuple(shape_only)}", where)
+        return None
     if arr.shape != want.shape:
         raise UserError(f"{name} expects {want}, {origin} has shape {arr.shape}", where)
     target = NP_DTYPES[want.dtype]
@@ -441,43 +449,58 @@ def conform_feed(program: Program, name: str, arr: np.ndarray, where: str, origi
                     where, hint=f"save the array as {save}")
 
 
-def _open(path: str, where: str):
-    if not os.path.isfile(path):
-        raise UserError(f"no such file: {path}", where)
-    try:
-        return np.load(path, allow_pickle=False)
-    except Exception as e:                        # not numpy data, truncated, pickled objects
-        raise UserError(f"cannot read {path} as .npy/.npz data: {e}", where) from None
+def _early_check(program: Program, name: str, where: str, origin: str):
+    """The checks of `conform_feed` that a data file's header answers (name, shape, object
+    dtype), as a function of (shape, dtype): run before the data is read."""
+    def check(shape, dtype):
+        conform_feed(program, name, np.empty((0,), np.float32), where, origin, shape_only=shape)
+    return check
+
+
+def read_npz_feeds(program: Program, path: str, where: str, feeds: dict, skip=(),
+                   hint: str | None = "pass a .npy file as --input NAME=PATH"):
+    """Every array of an .npz archive into `feeds` (except the names in `skip`), each checked
+    from the zip directory and its header before its data is read (isa/datafiles.py)."""
+    with datafiles.open_regular(path, where) as f:
+        kind = datafiles.file_kind(f)
+        if kind == "npy":
+            raise UserError(f"{path} is a single .npy array, not an .npz archive", where,
+                            hint=hint)
+        archive, members = datafiles.npz_members(path, where, f)
+        with archive:
+            for key, _ in members:              # every name first: nothing read for a bad one
+                if key not in skip:
+                    _early_name(program, key, where)
+            for key, info in members:
+                if key in skip:
+                    continue
+                origin = f"array '{key}' of {path}"
+                arr = datafiles.read_member(archive, info, origin, where,
+                                            _early_check(program, key, where, origin))
+                feeds[key] = conform_feed(program, key, arr, where, origin)
+
+
+def _early_name(program: Program, name: str, where: str):
+    conform_feed(program, name, None, where, "", shape_only=None)
 
 
 def load_feeds(program: Program, input_specs: list[str], npz_path: str | None,
                seed: int = 0) -> dict[str, np.ndarray]:
     """Generated feeds, overridden by the arrays of `npz_path`, then by each "NAME=path.npy"."""
-    feeds = generate_feeds(program, seed)
-    if npz_path is not None:
-        where = f"--inputs {npz_path}"
-        archive = _open(npz_path, where)
-        if not isinstance(archive, np.lib.npyio.NpzFile):
-            raise UserError(f"{npz_path} is a single .npy array, not an .npz archive", where,
-                            hint="pass a .npy file as --input NAME=PATH")
-        with archive:
-            for key in archive.files:
-                try:
-                    arr = archive[key]
-                except Exception as e:
-                    raise UserError(f"cannot read array '{key}' of {npz_path}: {e}", where) from None
-                feeds[key] = conform_feed(program, key, arr, where, f"array '{key}' of {npz_path}")
-    for spec in input_specs:
+    specs = []
+    for spec in input_specs:                    # every spec's form first, before any data
         where = f"--input {spec}"
         name, eq, path = spec.partition("=")
         name, path = name.strip(), path.strip()
         if not eq or not name or not path:
             raise UserError(f"expected NAME=PATH.npy, found '{spec}'", where)
-        arr = _open(path, where)
-        if not isinstance(arr, np.ndarray):
-            arr.close()
-            raise UserError(f"{path} is an .npz archive, not a single .npy array", where,
-                            hint="pass an archive as --inputs PATH")
+        specs.append((name, path, where))
+    feeds = generate_feeds(program, seed)
+    if npz_path is not None:
+        read_npz_feeds(program, npz_path, f"--inputs {npz_path}", feeds)
+    for name, path, where in specs:
+        _early_name(program, name, where)
+        arr = datafiles.read_npy(path, where, _early_check(program, name, where, "file"))
         feeds[name] = conform_feed(program, name, arr, where, "file")
     return feeds
 

@@ -7,8 +7,7 @@
 """
 from __future__ import annotations
 
-import json
-
+from fractal import strict_json
 from fractal.cli import data_args, positive_int
 from isa.errors import UserError
 
@@ -52,8 +51,7 @@ def _estimate(args, out) -> int:
     factors = load_factors(args.factors) if args.factors else None
     report = estimate(args.file, args.gpu, precision=args.precision, factors=factors)
     if args.json:
-        json.dump(report.to_json(), out, indent=2)
-        out.write("\n")
+        strict_json.dump(report.to_json(), out)
     else:
         print(report.text(), file=out)
     return 0
@@ -83,8 +81,7 @@ def _measure(args, out) -> int:
     if args.save_outputs:
         save_outputs(result.outputs, args.save_outputs, where="--save-outputs")
     if args.json:
-        json.dump({**result.to_json(), "calibration": cal.to_json()}, out, indent=2)
-        out.write("\n")
+        strict_json.dump({**result.to_json(), "calibration": cal.to_json()}, out)
         return 0
     print(result.text(), file=out)
     print("", file=out)
@@ -103,8 +100,7 @@ def _gpus(args, out) -> int:
             row = {k: v for k, v in vars(g).items() if k != "sources"}
             row["sources"] = dict(g.sources)
             rows.append(row)
-        json.dump(rows, out, indent=2)
-        out.write("\n")
+        strict_json.dump(rows, out)
         return 0
     for g in gpus:
         print(g.summary(), file=out)

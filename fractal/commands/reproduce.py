@@ -2,11 +2,11 @@
 DGX-1, with the paper's headline ratios beside the geometric means."""
 from __future__ import annotations
 
-import json
 import platform
 import sys
 from datetime import date
 
+from fractal import strict_json
 from fractal.cli import positive_int
 from isa.errors import UserError, did_you_mean
 
@@ -52,9 +52,8 @@ def run(args, out) -> int:
     if tty:
         print(" " * 60, end="\r", file=sys.stderr)
     if args.json:
-        json.dump({"rows": [r.to_json() for r in rows],
-                   "summaries": [rp.summary(rows, c) for c in comparisons]}, out, indent=2)
-        out.write("\n")
+        strict_json.dump({"rows": [r.to_json() for r in rows],
+                   "summaries": [rp.summary(rows, c) for c in comparisons]}, out)
     else:
         for c in comparisons:
             print(rp.table_text(rows, c), file=out)

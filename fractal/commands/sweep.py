@@ -7,6 +7,10 @@ import sys
 from fractal.cli import positive_int
 
 
+#: the most values one --depth or --fanout list may hold
+MAX_VALUES = 10_000
+
+
 def int_range(text: str) -> tuple[int, ...]:
     """`3`, `1..4` (both ends included), `2,4,8`, or a mix: `1..3,8`; every value at least 1."""
     values = []
@@ -22,6 +26,9 @@ def int_range(text: str) -> tuple[int, ...]:
             raise argparse.ArgumentTypeError(f"empty range {item!r}: its start is above its end")
         if lo < 1:
             raise argparse.ArgumentTypeError(f"values must be at least 1, got {lo} in {text!r}")
+        if hi - lo + 1 + len(values) > MAX_VALUES:
+            raise argparse.ArgumentTypeError(f"{text!r} holds more than {MAX_VALUES:,} values; a "
+                                             f"sweep runs every one of them")
         values.extend(range(lo, hi + 1))
     return tuple(dict.fromkeys(values))
 

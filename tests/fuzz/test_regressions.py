@@ -175,4 +175,6 @@ def test_reference_json_of_infinite_outputs_prints_no_warning(tmp_path):
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         status, out, err, _ = cli("run", p, "--reference", "--json")
-    assert status == 0 and "Warning" not in err and '"mean": NaN' in out
+    # strict JSON: the non-finite mean is null, and flagged
+    assert status == 0 and "Warning" not in err and '"mean": null' in out
+    assert "outputs.y.mean" in __import__("json").loads(out)["non_finite"]
