@@ -9,6 +9,7 @@ line goes through the best of them. Rows with an error are left out.
 from __future__ import annotations
 
 import csv
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -42,6 +43,8 @@ KINDS = {
 
 def _read(path: Path) -> tuple[list[str], list[tuple[int, dict]]]:
     try:
+        if path.exists() and not path.is_file() and not path.is_dir():    # a pipe would block
+            raise UserError("not a regular file (a device, pipe or socket)", str(path))
         with open(path, newline="", encoding="utf-8") as f:
             reader = csv.DictReader(f)
             header = reader.fieldnames
@@ -74,12 +77,17 @@ def _gpu_tag(header: list[str], gpu: str | None, path: Path) -> str:
                     str(path))
 
 
-def _number(text: str, column: str, path: Path, line: int) -> float:
+def _number(text: str, column: str, path: Path, line: int, finite: bool = True) -> float:
+    """The cell's number; `finite`: NaN and infinities are refused as not numbers."""
     try:
-        return float(text)
+        value = float(text)
     except ValueError:
-        raise UserError(f"column '{column}' holds {text!r}, not a number",
+        raise UserError(f"column '{column}' holds {text[:40]!r}, not a number",
                         f"{path}:{line}") from None
+    if finite and not math.isfinite(value):
+        raise UserError(f"column '{column}' holds {text[:40]!r}, not a finite number",
+                        f"{path}:{line}")
+    return value
 
 
 def _series(rows, column: str, path: Path) -> dict[tuple[str, str], dict[int, float]]:
@@ -88,13 +96,15 @@ def _series(rows, column: str, path: Path) -> dict[tuple[str, str], dict[int, fl
     for line, row in rows:
         if row.get("error") or not row[column]:
             continue
+        value = _number(row[column], column, path, line, finite=False)
+        if not math.isfinite(value):        # NaN or infinite: no value to draw
+            continue
         leaves = int(_number(row["leaves"], "leaves", path, line))
-        value = _number(row[column], column, path, line)
         points = series.setdefault((row["program"], row["machine"]), {})
         points[leaves] = max(value, points.get(leaves, value))
     if not series:
-        raise UserError(f"no rows with a value in column '{column}' (every row is empty there "
-                        f"or has an error)", str(path))
+        raise UserError(f"no rows with a value in column '{column}' (every row is empty, NaN "
+                        f"or infinite there, or has an error)", str(path))
     return series
 
 

@@ -19,6 +19,8 @@ def input_shape(text: str) -> tuple[str, tuple[int, ...]]:
     if not eq or not name or not shape or min(shape) < 1:
         raise argparse.ArgumentTypeError(f"expected NAME=D0,D1,... with every size at least 1, "
                                          f"got {text!r}")
+    if max(shape) >= 2**63:                 # an ONNX dimension is a signed 64-bit integer
+        raise argparse.ArgumentTypeError(f"every size must be below 2**63, got {text!r}")
     return name, shape
 
 
@@ -52,9 +54,11 @@ def run(args, out) -> int:
     if program.suffix == ".npz" or program.resolve() == Path(args.model).resolve():
         raise UserError(f"the program cannot be written to {program}: it would overwrite the "
                         f"model or its param data", "--output", hint="name a .fasm file")
+    if not program.parent.is_dir():
+        raise UserError(f"cannot write {program}: no folder {program.parent}", "--output",
+                        hint="create the folder first")
     text, params = import_model(args.model, dict(args.shape))
     try:
-        program.parent.mkdir(parents=True, exist_ok=True)
         program.write_text(text)
         write_npz(data, params)
     except OSError as e:

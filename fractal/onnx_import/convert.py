@@ -1,12 +1,14 @@
 """The import driver: an ONNX graph, node by node, into a fractal program and its param data."""
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
 from isa.checker import parse_program
-from isa.errors import ErrorGroup, InternalError, UserError
+from isa.errors import ErrorGroup, InternalError, UserError, env_limit
 from fractal.onnx_import.builder import Builder, Value, onnx_comment
 from fractal.onnx_import.load import Graph, describe_node, load_graph
 from fractal.onnx_import.ops import CONVERTERS
@@ -101,16 +103,51 @@ def _type_name(elem_type) -> str:
     return TensorProto.DataType.Name(elem_type) if elem_type is not None else "unknown"
 
 
+#: the bytes a folded constant may hold beyond 4 times its node's constant inputs
+FOLD_LIMIT = ("FRACTAL_MAX_FOLD_BYTES", 64 * 2**20)
+
+
+def _fold_cap(ins: list) -> int:
+    """The most bytes a node of constants may fold into: FRACTAL_MAX_FOLD_BYTES, or 4 times its
+    constant inputs when they are larger (a transpose of a large weight folds; a node that
+    makes a gigabyte from a few bytes does not)."""
+    given = sum(v.const.nbytes for v in ins if v is not None and v.const is not None)
+    return max(env_limit(*FOLD_LIMIT), 4 * given)
+
+
+def _fold_refusal(ctx: Context, nbytes: int, cap: int) -> UserError:
+    return ctx.error(f"folding this node of constants at import time gives {nbytes:,} bytes, "
+                     f"over the limit of {cap:,} (the larger of {FOLD_LIMIT[0]} and 4 times "
+                     f"the node's constant inputs; set {FOLD_LIMIT[0]} to raise it)")
+
+
 def _fold(graph: Graph, node, ins: list, ctx: Context) -> list[Value]:
-    """Evaluate a node of constants with ONNX's reference implementation."""
+    """Evaluate a node of constants with ONNX's reference implementation, when what it makes
+    (its inferred output shapes, at 8 bytes an element) stays within the folding cap."""
+    cap = _fold_cap(ins)
+    planned = 0
+    for name in node.output:
+        shape = graph.shapes.get(name) if name else None
+        if shape is not None and all(isinstance(d, int) and d >= 0 for d in shape):
+            planned += 8 * math.prod(shape)
+    if planned > cap:
+        raise _fold_refusal(ctx, planned, cap)
     feeds = {}
     for name, v in zip(node.input, ins):
         if name:
-            feeds[name] = np.zeros(v.shape, np.float32) if node.op_type in _SHAPE_ONLY else v.const
+            if node.op_type in _SHAPE_ONLY:     # the value is never read: a zero-stride view
+                feeds[name] = np.broadcast_to(np.float32(0), v.shape)
+            else:
+                feeds[name] = v.const
     try:
         results = ReferenceEvaluator(node, opsets={"": graph.opset}).run(None, feeds)
+    except MemoryError:
+        raise _fold_refusal(ctx, planned, cap) from None
     except Exception as e:
         raise ctx.error(f"cannot evaluate this node of constants at import time: {e}") from None
+    made = sum(np.asarray(r).nbytes for r in results)
+    if made > cap:
+        raise _fold_refusal(ctx, made, cap)
     return [ctx.b.const(np.asarray(r), name) for r, name in zip(results, node.output)]
 
 

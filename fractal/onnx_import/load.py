@@ -76,6 +76,43 @@ def _dynamic_dims(value_info) -> list[str]:
             if not d.HasField("dim_value") or d.dim_value < 1]
 
 
+def _check_constant_sizes(model, where: str):
+    """Refuse a node whose inputs are all constants (it is folded at import time, and shape
+    inference with data propagation computes it) when its inferred output is larger than the
+    folding cap (fractal/onnx_import/convert.py `FOLD_LIMIT`)."""
+    from fractal.onnx_import.convert import FOLD_LIMIT
+    from isa.errors import env_limit
+    g = model.graph
+    consts = {i.name: i for i in g.initializer}
+    sizes = {}
+    for vi in list(g.value_info) + list(g.output):
+        shape = _shape(vi) if vi.type.HasField("tensor_type") else None
+        if shape is not None:
+            sizes.setdefault(vi.name, 8 * _prod(shape))
+    cap = env_limit(*FOLD_LIMIT)
+    for index, node in enumerate(g.node):
+        if node.op_type == "Constant":
+            consts.update((o, None) for o in node.output)
+        if not all(i in consts for i in node.input if i):
+            continue
+        given = sum(_prod(consts[i].dims) * 8 for i in node.input if i and consts[i] is not None)
+        made = sum(sizes.get(o, 0) for o in node.output)
+        limit = max(cap, 4 * given)
+        if made > limit:
+            raise UserError(f"{describe_node(node, index)} of constants would fold into "
+                            f"{made:,} bytes at import time, over the limit of {limit:,} (the "
+                            f"larger of {FOLD_LIMIT[0]} and 4 times its constant inputs; set "
+                            f"{FOLD_LIMIT[0]} to raise it)", where)
+        consts.update((o, None) for o in node.output)
+
+
+def _prod(dims) -> int:
+    n = 1
+    for d in dims:
+        n *= int(d)
+    return n
+
+
 def load_graph(source, input_shapes: dict | None = None) -> Graph:
     """The checked model with every graph input's shape static and every shape inferred."""
     model, where = _read(source)
@@ -100,7 +137,12 @@ def load_graph(source, input_shapes: dict | None = None) -> Graph:
                             hint=f"fix the batch size and other free sizes, e.g. --shape "
                                  f"{inp.name}={','.join(map(str, dims))}")
     try:
+        # first without data propagation, which would compute every value of a node of
+        # constants (a gigabyte from a ConstantOfShape of a few bytes): sizes are checked first
+        _check_constant_sizes(onnx.shape_inference.infer_shapes(model, data_prop=False), where)
         model = onnx.shape_inference.infer_shapes(model, strict_mode=True, data_prop=True)
+    except UserError:
+        raise
     except Exception as e:
         raise UserError(f"ONNX shape inference failed: {str(e).strip()}", where) from None
     opset = next((o.version for o in model.opset_import if o.domain in ("", "ai.onnx")), None)

@@ -36,6 +36,7 @@ def test_import_then_run_with_the_sidecar_npz(tmp_path):
     m, feeds = every_op_cnn()
     onnx.save(m, tmp_path / "cnn.onnx")
     np.save(tmp_path / "image.npy", feeds["image"])
+    (tmp_path / "out").mkdir()         # import writes into an existing folder, never creates one
     res = fractal("import", tmp_path / "cnn.onnx", "-o", tmp_path / "out" / "cnn.fasm")
     assert res.returncode == 0, res.stderr
     assert (tmp_path / "out" / "cnn.npz").is_file() and "params" in res.stdout
