@@ -10,14 +10,15 @@ Sources are read under limits (docs/reliability.md): a program or library is a r
 at most FRACTAL_MAX_SOURCE_BYTES; an include resolves inside the root program's folder tree or
 on the library path (`library_path`, FRACTAL_LIB_PATH, the bundled `programs/lib/`); each
 library is read once per program however many paths reach it; include chains are at most
-FRACTAL_MAX_INCLUDE_DEPTH deep; a statement nests at most MAX_NESTING levels and an integer has
-at most MAX_DIGITS digits.
+FRACTAL_MAX_INCLUDE_DEPTH deep; a line holds at most MAX_LINE characters, a statement nests at
+most MAX_NESTING levels and an integer has at most MAX_DIGITS digits.
 """
 from __future__ import annotations
 
 import contextlib
 import dataclasses
 import os
+import re
 import stat
 
 from functools import lru_cache
@@ -32,7 +33,7 @@ from isa import extensions as ext
 from isa.program import DTYPES, ROLES, Instruction, Program, TensorDecl, TensorType
 
 __all__ = ["parse", "parse_collect", "read_source", "library_path", "source_limits",
-           "BUNDLED_LIBRARY", "MAX_NESTING", "MAX_DIGITS"]
+           "BUNDLED_LIBRARY", "MAX_NESTING", "MAX_DIGITS", "MAX_LINE"]
 
 _TERMINAL_NAMES = {
     "NAME": "a name", "INT": "an integer", "SIGNED_INT": "an integer", "SIGNED_FLOAT": "a number",
@@ -45,13 +46,21 @@ BUNDLED_LIBRARY = Path(__file__).resolve().parent.parent / "programs" / "lib"
 MAX_NESTING = 64
 #: the most digits of an integer literal
 MAX_DIGITS = 30
+#: the longest line a program may hold (no statement comes near it)
+MAX_LINE = 10_000
 
 #: name -> (environment variable, default, what it bounds)
 SOURCE_LIMITS = {
     "source_bytes": ("FRACTAL_MAX_SOURCE_BYTES", 2**20, "bytes of one program or library file"),
     "include_depth": ("FRACTAL_MAX_INCLUDE_DEPTH", 32, "libraries in one chain of includes"),
     "include_files": ("FRACTAL_MAX_INCLUDE_FILES", 256, "distinct libraries one program includes"),
+    "source_tokens": ("FRACTAL_MAX_SOURCE_TOKENS", 100_000,
+                      "tokens (names, numbers, punctuation) of one program or library file"),
 }
+
+#: what counts as a token for the limit: a word or number, or one other visible character
+_TOKEN = re.compile(r"[A-Za-z0-9_.]+|[^\sA-Za-z0-9_.#]")
+_COMMENT = re.compile(r"#[^\n]*")
 
 
 def source_limits() -> dict[str, int]:
@@ -334,6 +343,20 @@ def parse_collect(text: str, file: str = "<program>", _including: tuple = (),
     """
     sources = _sources or _Sources(file)
     lines = text.splitlines()
+    for n, line in enumerate(lines, 1):
+        if len(line) > MAX_LINE:
+            raise UserError(f"line {n} has {len(line):,} characters; lines hold at most "
+                            f"{MAX_LINE:,}", SourceLocation(file, n, MAX_LINE + 1), line)
+    most = sources.limits["source_tokens"]
+    if len(text) > most:        # a cheap count before the parser, which takes ~30 us a token
+        tokens = 0
+        for n, line in enumerate(lines, 1):
+            tokens += len(_TOKEN.findall(_COMMENT.sub("", line)))
+            if tokens > most:
+                var, _, bounds = SOURCE_LIMITS["source_tokens"]
+                raise UserError(f"the file passes the limit of {most:,} tokens at line {n} "
+                                f"({bounds}; set {var} to raise it)",
+                                SourceLocation(file, n, 1), line)
     try:
         tree = _lark().parse(text)
     except UnexpectedInput as e:
