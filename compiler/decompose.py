@@ -19,7 +19,8 @@ from __future__ import annotations
 import math
 
 from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
-from compiler.rules import AccessMap, Task, access_map, box_types, ceil_div, task_of
+from compiler.rules import (AccessMap, Task, access_map, box_types, ceil_cycles, ceil_div,
+                            moved_bytes, task_of)
 from compiler.leaf import leaf_cycles
 from compiler.schedule import Schedule, _Axis
 from isa.checker import opcode_table
@@ -37,13 +38,6 @@ EXTRA_CUT_CANDIDATES = 4   # ... on this many of the cheapest parallel splits
 
 class CompileError(UserError):
     """An instruction that cannot be fitted onto the machine."""
-
-
-def moved_bytes(task: Task) -> int:
-    """Bytes a DMA reads and writes for a data-movement task: each destination element is read
-    once and written once (a gather also reads its indices)."""
-    out = sum(t.nbytes for t in task.outputs)
-    return 2 * out + (task.inputs[1].nbytes if task.opcode == "gather" else 0)
 
 
 def _bytes(n: float) -> str:
@@ -71,11 +65,17 @@ class Decomposer:
         return node
 
     def _decompose(self, task: Task, level: int) -> NodePlan:
+        lv = self.machine.levels[level]
         if level == self.machine.depth:
-            return NodePlan(task=task, level=level, kind=PlanKind.LEAF)
+            est = max(leaf_cycles(task, self.machine.compute),
+                      ceil_cycles(task.nbytes / lv.memory_bandwidth))
+            return NodePlan(task=task, level=level, kind=PlanKind.LEAF,
+                            est_cycles=lv.decode_cycles + est)
         amap = access_map(task)
         if amap is None:
-            return NodePlan(task=task, level=level, kind=PlanKind.LOCAL, local_bytes=moved_bytes(task),
+            moved = moved_bytes(task)
+            return NodePlan(task=task, level=level, kind=PlanKind.LOCAL, local_bytes=moved,
+                            est_cycles=lv.decode_cycles + ceil_cycles(moved / lv.memory_bandwidth),
                             why="data movement: run by this node's DMA in its local memory")
         return self._split(task, level, amap)
 

@@ -2,6 +2,7 @@
 what it emits, with sub-instruction counts, bytes moved, reduction ops and the chosen splits."""
 from __future__ import annotations
 
+from compiler.bounds import plan_bounds, program_bound
 from compiler.plan import NodePlan, Plan, PlanKind, level_counts
 from compiler.verify import plan_stats
 from isa.checker import program_ops
@@ -49,12 +50,17 @@ def _stats_json(plan: Plan, roots=None) -> dict:
 
 def plan_json(plan: Plan) -> dict:
     prog, m = plan.program, plan.machine
+    bounds = plan_bounds(plan)
+    total, name = program_bound(bounds)
     out = {"program": prog.file, "machine": m.name, "leaves": m.leaves,
            **_stats_json(plan), "program_ops": program_ops(prog),
-           "plan_entries": len(plan.table), "instructions": []}
-    for ins, root in zip(prog.instructions, plan.roots):
+           "plan_entries": len(plan.table), "bound": name, "bound_cycles": total,
+           "bound_seconds": total / m.frequency_hz,
+           "estimated_cycles": sum(r.est_cycles for r in plan.roots), "instructions": []}
+    for ins, root, bound in zip(prog.instructions, plan.roots, bounds):
         row = {"line": ins.loc.line if ins.loc else None, "text": ins.to_text(),
-               "ops": root.task.ops, **_stats_json(plan, (root,)), "per_level": []}
+               "ops": root.task.ops, "estimated_cycles": root.est_cycles, **bound.to_json(m),
+               **_stats_json(plan, (root,)), "per_level": []}
         for lv, nodes in enumerate(_by_level(plan, root)):
             row["per_level"].append({"level": lv, "name": m.levels[lv].name,
                                      "tasks": [_node_json(n, c, ins.operands) for n, c in nodes]})
@@ -67,9 +73,12 @@ def plan_text(plan: Plan, detail: bool = True) -> str:
     lines = [f"{prog.file} on {m.name}: {len(prog.instructions)} instructions, {m.depth + 1} levels, "
              f"{m.leaves:,} leaves; {len(plan.table)} distinct sub-problems planned"]
     if detail:
-        for ins, root in zip(prog.instructions, plan.roots):
+        for ins, root, bound in zip(prog.instructions, plan.roots, plan_bounds(plan)):
             where = f"{prog.file}:{ins.loc.line}" if ins.loc else prog.file
-            lines += ["", f"{where}  {ins.to_text()}    ({root.task.ops:,} ops)"]
+            lines += ["", f"{where}  {ins.to_text()}    ({root.task.ops:,} ops)",
+                      f"  estimated {root.est_cycles:,.0f} cycles; attainable bound "
+                      f"{bound.cycles:,.0f} cycles, set by {bound.bound} ("
+                      + ", ".join(f"{n} {c:,.0f}" for n, c in bound.floors) + ")"]
             for lv, nodes in enumerate(_by_level(plan, root)):
                 for node, count in nodes[:SHOW_TASKS]:
                     lines += _node_lines(node, count, lv, m, ins.operands)
@@ -83,6 +92,9 @@ def plan_text(plan: Plan, detail: bool = True) -> str:
                      f"{s.bytes_out:>16,}{s.reduction_ops:>16,}")
     lines.append(f"leaf ops {leaf_ops:,}; program ops {program_ops(prog):,} "
                  f"(a multiply-accumulate counts as two)")
+    total, name = program_bound(plan_bounds(plan))
+    lines.append(f"estimated {sum(r.est_cycles for r in plan.roots):,.0f} cycles; attainable bound "
+                 f"{total:,.0f} cycles ({total / m.frequency_hz * 1e6:,.3f} us), mostly set by {name}")
     return "\n".join(lines)
 
 

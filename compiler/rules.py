@@ -323,6 +323,13 @@ ACCESS_MAPS = {
 }
 
 
+def moved_bytes(task: Task) -> int:
+    """Bytes a DMA reads and writes for a data-movement task: each destination element is read
+    once and written once (a gather also reads its indices)."""
+    out = sum(t.nbytes for t in task.outputs)
+    return 2 * out + (task.inputs[1].nbytes if task.opcode == "gather" else 0)
+
+
 def access_map(task: Task) -> AccessMap | None:
     """The access map of a task, or None for data-movement opcodes (run by the node's DMA)."""
     nb = tuple(DTYPES[t.dtype] for t in task.types)

@@ -243,8 +243,8 @@ def compare_text(a, b) -> str:
         fy = f"{y:,.4g}" if isinstance(y, float) else f"{y:,}"
         ratio = f"{y / x:,.3g}" if x else "-"
         lines.append(f"{name:<36}{fx:>{wa}}  {fy:>{wb}}  {ratio:>9}")
-    bound = lambda r: ", ".join(sorted({i.bound for i in r.instructions}))
-    lines.append(f"{'bound by':<36}{bound(a):>{wa}}  {bound(b):>{wb}}")
+    neck = lambda r: ", ".join(sorted({i.bottleneck for i in r.instructions}))
+    lines.append(f"{'bottleneck':<36}{neck(a):>{wa}}  {neck(b):>{wb}}")
     return "\n".join(lines)
 
 

@@ -125,7 +125,7 @@ def compare(programs: dict[str, str], comparisons=COMPARISONS, progress=None) ->
                 program=name, machine=machine.name, gpu=g.gpu, ops=f.ops,
                 fractal_seconds=f.seconds, fractal_joules=f.energy_joules,
                 fractal_peak_ops_per_second=f.peak_ops_per_second,
-                fractal_bound=_dominant((i.bound, i.cycles) for i in f.instructions),
+                fractal_bound=_dominant((i.bottleneck, i.cycles) for i in f.instructions),
                 gpu_seconds=g.seconds, gpu_joules=g.energy_joules,
                 gpu_peak_ops_per_second=g.peak_ops_per_second,
                 gpu_bound=max(g.time_breakdown, key=g.time_breakdown.get),

@@ -47,12 +47,12 @@ BASE_COLUMNS = [
     "utilization", "energy_joules", "ops_per_joule",
     *(f"energy_{part}_joules" for part in ENERGY_PARTS),
     "traffic_bytes_below_root", "traffic_bytes_leaves", "traffic_bytes_total", "reduction_ops",
-    "root_instructions", "leaf_instructions", "bound",
+    "root_instructions", "leaf_instructions", "bottleneck",
 ]
 INT_COLUMNS = {"depth", "leaves", "cycles", "ops", "traffic_bytes_below_root",
                "traffic_bytes_leaves", "traffic_bytes_total", "reduction_ops",
                "root_instructions", "leaf_instructions"}
-TEXT_COLUMNS = {"program", "machine", "fanout", "bound", "error"}
+TEXT_COLUMNS = {"program", "machine", "fanout", "bottleneck", "error"}
 
 
 def gpu_columns(gpu: str) -> list[str]:
@@ -117,7 +117,7 @@ def run_point(point: Point) -> tuple[str, object]:
                traffic_bytes_below_root=traffic[1], traffic_bytes_leaves=traffic[-1],
                traffic_bytes_total=sum(traffic), reduction_ops=r.reduction_ops,
                root_instructions=len(r.instructions),
-               leaf_instructions=r.levels[-1]["instructions"], bound=costliest.bound)
+               leaf_instructions=r.levels[-1]["instructions"], bottleneck=costliest.bottleneck)
     return "row", row
 
 

@@ -92,7 +92,7 @@ def measure(text: str, mlabel: str) -> dict:
                 "bytes_total_B": sum(down) + sum(up), "bytes_root_link_B": down[1] + up[1],
                 "local_dma_B": sum(lv["local_bytes"] for lv in j["levels"]),
                 "reduction_ops": j["reduction_ops"], "cycles": j["cycles"],
-                "energy_J": j["energy_joules"], "bound": costliest["bound"],
+                "energy_J": j["energy_joules"], "bound": costliest["bottleneck"],
                 "sim_wall_s": round(wall, 4)})
     return row
 

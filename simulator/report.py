@@ -18,8 +18,13 @@ class InstructionReport:
     cycles: int
     ops: int
     utilization: float
-    bound: str                  # compute, bandwidth, latency or reduction
+    bottleneck: str             # what the run spent its time on: compute, bandwidth, latency
+                                # or reduction (the busiest stage, down the slowest children)
     energy_joules: float
+    estimated_cycles: float = 0.0   # the compiler's estimate of the chosen plan
+    bound: str = ""                 # the floor that sets the attainable bound: compute, a level, latency
+    bound_seconds: float = 0.0      # the attainable bound: no plan on this machine runs faster
+    fraction_of_bound: float = 0.0  # bound_seconds / the simulated seconds: at most 1
 
 
 @dataclass
@@ -40,6 +45,10 @@ class Report:
     instructions: list          # InstructionReport per program instruction
     compulsory_bytes: tuple     # (down, up) every level below the root must move at least
     leaf_compute_joules: float
+    bound: str = ""                 # the floor that sets most of the program's attainable bound
+    bound_seconds: float = 0.0      # the sum of the instructions' bounds (they run one by one)
+    fraction_of_bound: float = 0.0
+    estimated_cycles: float = 0.0
     wall_seconds: float = 0.0
     outputs: dict = field(default_factory=dict, repr=False)
 
@@ -68,7 +77,9 @@ class Report:
             "program": self.program, "machine": self.machine, "mode": self.mode,
             "functional": self.functional, "cycles": self.cycles, "seconds": self.seconds,
             "ops": self.ops, "peak_ops_per_second": self.peak_ops_per_second,
-            "utilization": self.utilization, "energy_joules": self.energy_joules,
+            "utilization": self.utilization, "bound": self.bound,
+            "bound_seconds": self.bound_seconds, "fraction_of_bound": self.fraction_of_bound,
+            "estimated_cycles": self.estimated_cycles, "energy_joules": self.energy_joules,
             "energy_breakdown_joules": self.energy_breakdown, "ops_per_joule": self.ops_per_joule,
             "traffic_bytes": self.traffic_bytes, "bytes_down": self.bytes_down,
             "bytes_up": self.bytes_up, "reduction_ops": self.reduction_ops, "leaves": self.leaves,
@@ -92,6 +103,8 @@ class Report:
             f"  ops           {self.ops:,}  ({self.ops / self.seconds / 1e12 if self.seconds else 0:,.3f}"
             f" Tops/s of {self.peak_ops_per_second / 1e12:,.3f} peak, utilization "
             f"{self.utilization:.1%})",
+            f"  bound         {self.bound_seconds * 1e6:,.3f} us attainable, mostly set by "
+            f"{_floor_name(self.bound)}: this run reaches {self.fraction_of_bound:.1%} of it",
             f"  energy        {self.energy_joules * 1e3:,.4f} mJ  ({self.ops_per_joule / 1e12:,.3f} "
             f"Tops/J; " + ", ".join(f"{k} {v * 1e3:.3g}" for k, v in self.energy_breakdown.items())
             + " mJ)",
@@ -112,11 +125,17 @@ class Report:
                              f"{b['link_in']:>8.1%}{b['link_out']:>6.1%}{b['lfu']:>6.1%}"
                              f"{b['compute']:>8.1%}   {'':10}"
                              + "".join(f"{j * 1e3:>10.4g}" for j in lv["energy_joules"].values()))
-        lines += ["", f"  {'line':>5}  {'cycles':>12} {'util':>6}  {'bound':<10} instruction"]
+        lines += ["", f"  {'line':>5}  {'cycles':>12} {'util':>6} {'of bound':>9}  {'bound':<10} "
+                      f"{'bottleneck':<11} instruction"]
         for i in self.instructions:
-            lines.append(f"  {i.line or '':>5}  {i.cycles:>12,} {i.utilization:>6.1%}  {i.bound:<10} "
+            lines.append(f"  {i.line or '':>5}  {i.cycles:>12,} {i.utilization:>6.1%} "
+                         f"{i.fraction_of_bound:>9.1%}  {i.bound:<10} {i.bottleneck:<11} "
                          f"{i.text}")
         return "\n".join(lines)
+
+
+def _floor_name(bound: str) -> str:
+    return bound if bound in ("compute", "latency") else f"the traffic into level {bound}"
 
 
 def check_report(r: Report) -> None:
@@ -129,10 +148,16 @@ def check_report(r: Report) -> None:
             fail("cycles are positive and finite", where, f"{i.cycles} cycles")
         if not 0 <= i.utilization <= 1 + 1e-12:
             fail("utilization is at most 1", where, f"utilization {i.utilization}")
+        if not 0 <= i.fraction_of_bound <= 1 + 1e-9:
+            fail("no run is faster than its attainable bound", where,
+                 f"{i.cycles:,} cycles simulated, bound {i.bound_seconds:.6g} s set by {i.bound}")
     if not (r.cycles > 0 and math.isfinite(r.seconds)):
         fail("cycles are positive and finite", "whole program", f"{r.cycles} cycles")
     if not 0 <= r.utilization <= 1 + 1e-12:
         fail("utilization is at most 1", "whole program", f"utilization {r.utilization}")
+    if not 0 <= r.fraction_of_bound <= 1 + 1e-9:
+        fail("no run is faster than its attainable bound", "whole program",
+             f"{r.seconds:.6g} s simulated, bound {r.bound_seconds:.6g} s")
     for lv in r.levels:
         for what, fraction in lv.get("busy", {}).items():
             if not 0 <= fraction <= 1 + 1e-9:

@@ -5,6 +5,7 @@ import time
 
 from threadpoolctl import threadpool_limits
 
+from compiler.bounds import plan_bounds, program_bound
 from compiler.execute import execute_plan
 from compiler.plan import Plan, PlanKind, level_counts
 from compiler.verify import compulsory_bytes, plan_stats
@@ -45,11 +46,15 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
     seconds = total / m.frequency_hz
     peak = m.peak_ops_per_cycle
     rows = []
-    for ins, root, c in zip(plan.program.instructions, plan.roots, cycles):
+    bounds = plan_bounds(plan)
+    for ins, root, c, b in zip(plan.program.instructions, plan.roots, cycles, bounds):
         e = plan_energy(plan, c / m.frequency_hz, (root,))
         rows.append(InstructionReport(ins.loc.line if ins.loc else None, ins.to_text(), c,
                                       root.task.ops, root.task.ops / (c * peak) if c else 0.0,
-                                      engine.bound(root), e.total))
+                                      engine.bound(root), e.total, estimated_cycles=root.est_cycles,
+                                      bound=b.bound, bound_seconds=b.seconds(m),
+                                      fraction_of_bound=b.cycles / c if c else 0.0))
+    bound_cycles, bound_name = program_bound(bounds)
     energy = plan_energy(plan, seconds)
     stats, _ = plan_stats(plan)
     ops = sum(r.task.ops for r in plan.roots)
@@ -65,6 +70,9 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
                  "energy_joules": e, "busy": b}
                 for s, e, b in zip(stats, energy.levels, busy_fractions(plan, engine, total))],
         instructions=rows, compulsory_bytes=compulsory_bytes(plan),
+        bound=bound_name, bound_seconds=bound_cycles / m.frequency_hz,
+        fraction_of_bound=bound_cycles / total if total else 0.0,
+        estimated_cycles=sum(r.est_cycles for r in plan.roots),
         leaf_compute_joules=energy.compute, outputs=outputs)
     check_report(report)
     report.wall_seconds = time.perf_counter() - start

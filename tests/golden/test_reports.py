@@ -31,7 +31,7 @@ def report_text(report) -> str:
               f"reduction_ops {lv['reduction_ops']} local_bytes {lv['local_bytes']}"
               for lv in report.levels]
     lines += [f"line {row.line}: cycles {row.cycles} utilization {e(row.utilization)} "
-              f"bound {row.bound} energy {e(row.energy_joules)}  | {row.text}"
+              f"bound {row.bottleneck} energy {e(row.energy_joules)}  | {row.text}"
               for row in report.instructions]
     return "\n".join(lines) + "\n"
 

@@ -89,7 +89,7 @@ def test_doubling_leaf_throughput_nearly_halves_a_compute_bound_matmul():
     slow = replace(m, compute=replace(m.compute, mac_ops_per_cycle=128))
     fast = replace(m, compute=replace(m.compute, mac_ops_per_cycle=256))
     report = simulate(compile_program(BIG_MATMUL, slow))[0]
-    assert report.instructions[0].bound == "compute"
+    assert report.instructions[0].bottleneck == "compute"
     ratio = _cycles(BIG_MATMUL, fast) / report.cycles
     assert 0.5 <= ratio <= 0.6, ratio
 
@@ -103,7 +103,7 @@ def test_halving_link_bandwidth_nearly_doubles_a_bandwidth_bound_add():
                                                memory_bandwidth=lv.memory_bandwidth * scale)
                                        for lv in m.levels))
     report = simulate(compile_program(program, with_links(1.0)))[0]
-    assert report.instructions[0].bound == "bandwidth"
+    assert report.instructions[0].bottleneck == "bandwidth"
     ratio = _cycles(program, with_links(0.5)) / report.cycles
     assert 1.8 <= ratio <= 2.05, ratio
 

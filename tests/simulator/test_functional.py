@@ -49,8 +49,8 @@ def test_run_report_fields():
     assert j["leaves"] == 4 and len(j["traffic_bytes"]) == 2
     assert j["seconds"] == pytest.approx(j["cycles"] / 1e9)
     assert j["ops"] == 2 * 64 * 256 * (784 + 10) + 64 * 256
-    assert [row["bound"] for row in j["instructions"]] and all(
-        row["bound"] in ("compute", "bandwidth", "latency", "reduction") for row in j["instructions"])
+    assert [row["bottleneck"] for row in j["instructions"]] and all(
+        row["bottleneck"] in ("compute", "bandwidth", "latency", "reduction") for row in j["instructions"])
     assert sum(row["cycles"] for row in j["instructions"]) == j["cycles"]
     assert not r.outputs
 
