@@ -527,9 +527,10 @@ def read_source(path: str | Path, max_bytes: int | None = None) -> str:
         if stat.S_ISDIR(info.st_mode):
             raise UserError(f"is a directory, not a program file: {path}", where)
         if not stat.S_ISREG(info.st_mode):
-            raise UserError(f"not a regular file (a device, pipe or socket): {path}", where)
+            raise UserError(f"cannot read {path}: not a regular file (a device, pipe or socket)",
+                            where)
         if info.st_size > max_bytes:
-            raise UserError(f"{path} has {info.st_size:,} bytes, " + _over(
+            raise UserError(f"cannot read {path}: it has {info.st_size:,} bytes, " + _over(
                 "source_bytes", "too large").removeprefix("too large, "), where)
         with os.fdopen(fd, "rb", closefd=False) as f:
             data = f.read(max_bytes + 1)
@@ -538,7 +539,7 @@ def read_source(path: str | Path, max_bytes: int | None = None) -> str:
     finally:
         os.close(fd)
     if len(data) > max_bytes:
-        raise UserError(f"{path} has more than {max_bytes:,} bytes, " + _over(
+        raise UserError(f"cannot read {path}: it has more than {max_bytes:,} bytes, " + _over(
             "source_bytes", "too large").removeprefix("too large, "), where)
     if data.startswith(b"\xef\xbb\xbf"):
         data = data[3:]

@@ -4,9 +4,12 @@
 
 Each case is drawn from tests/fuzz/cases.py by its index and the seed alone (valid programs on
 random machines, mutated programs, machine files, data files and arguments, resource-limit
-cases), run in process through `fractal.cli.main` with its output captured, and checked against
-every property listed there; every 100th case runs again through a real `python -m fractal.cli`
-subprocess. The results are written to docs/reliability.md (or --out).
+cases) or tests/fuzz/exhaust.py (the exhaustion class: crafted inputs against the resource
+contract), run in process through `fractal.cli.main` with its output captured, and checked
+against every property listed there; every `--json` output must be strict JSON. Exhaustion cases
+run in a forked child whose time and peak memory are measured against the contract. Every 100th
+case runs again through a real `python -m fractal.cli` subprocess. The results are written to
+docs/reliability.md (or --out).
 """
 from __future__ import annotations
 
@@ -26,11 +29,14 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from tests.fuzz.cases import KINDS, check_case, make_case, run_case  # noqa: E402
+from tests.fuzz.cases import KINDS as CASE_KINDS, check_case, make_case, run_case  # noqa: E402
+from tests.fuzz.exhaust import (CONTRACT_BYTES, CONTRACT_SECONDS, contract_problems,  # noqa: E402
+                                exhaust_case, run_contract, strict_json_problem)
 
+KINDS = CASE_KINDS + ("exhaust",)
 #: share of each kind in the campaign
-WEIGHTS = {"valid": 0.15, "program": 0.22, "machine": 0.15, "data": 0.15, "args": 0.13,
-           "files": 0.10, "limits": 0.10}
+WEIGHTS = {"valid": 0.14, "program": 0.19, "machine": 0.13, "data": 0.13, "args": 0.11,
+           "files": 0.09, "limits": 0.09, "exhaust": 0.12}
 REAL_EVERY = 100
 
 
@@ -44,18 +50,25 @@ def one(job) -> dict:
     kind = kind_of(seed, index)
     rng = np.random.default_rng([seed, 0, index])
     try:
-        case = make_case(rng, kind)
+        case = exhaust_case(rng) if kind == "exhaust" else make_case(rng, kind)
     except Exception as e:          # a generator bug: counted, never hidden
         return {"index": index, "kind": kind, "detail": "generator", "status": None,
                 "problems": [f"generator raised {type(e).__name__}: {e}"], "real": False,
                 "seconds": 0.0, "argv": []}
-    real = index % REAL_EVERY == 0
+    real = index % REAL_EVERY == 0 and kind != "exhaust"
+    peak = None
     with tempfile.TemporaryDirectory(dir=scratch) as d:
-        outcome = run_case(case, Path(d), real=real)
-        problems = check_case(case, outcome)
+        if kind == "exhaust":
+            outcome, peak = run_contract(case, Path(d))
+            problems = check_case(case, outcome) + contract_problems(case, outcome, peak)
+        else:
+            outcome = run_case(case, Path(d), real=real)
+            problems = check_case(case, outcome)
+            bad = strict_json_problem(case.argv, outcome.status, outcome.stdout)
+            problems += [bad] if bad else []
     return {"index": index, "kind": kind, "detail": case.detail.split(":")[0],
             "status": outcome.status, "problems": problems, "real": real,
-            "seconds": outcome.seconds, "argv": case.argv,
+            "seconds": outcome.seconds, "argv": case.argv, "peak": peak,
             "stderr": outcome.stderr[-400:] if problems else ""}
 
 
@@ -99,7 +112,7 @@ def report(results, args, seconds) -> str:
     real = sum(r["real"] for r in results)
     real_failing = sum(1 for r in results if r["real"] and r["problems"])
     slowest = max(results, key=lambda r: r["seconds"])
-    lines = [
+    lines: list[str] = [
         "## Latest campaign",
         "",
         f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
@@ -110,6 +123,26 @@ def report(results, args, seconds) -> str:
         f"- reproduce: `python3 scripts/campaign.py --cases {args.cases} --seed {args.seed} "
         f"--workers {args.workers}`",
         f"- slowest case: {slowest['seconds']:.1f} s (`fractal {' '.join(slowest['argv'])[:100]}`)",
+    ]
+    exhaust = [r for r in results if r["kind"] == "exhaust"]
+    if exhaust:
+        slow = max(exhaust, key=lambda r: r["seconds"])
+        big = max(exhaust, key=lambda r: r["peak"] or 0)
+        over = sum(1 for r in exhaust if any(p.startswith("contract") for p in r["problems"]))
+        lines += [
+            f"- exhaustion cases: {len(exhaust):,}, each in a forked child against the contract "
+            f"({CONTRACT_SECONDS} s, {CONTRACT_BYTES // 2**20:,} MiB above the process's own "
+            f"memory); {over} over it",
+            f"- slowest exhaustion case: {slow['seconds']:.2f} s ({slow['detail']}: "
+            f"`fractal {' '.join(map(str, slow['argv']))[:80]}`)",
+            f"- most memory of an exhaustion case: {(big['peak'] or 0) / 2**20:,.0f} MiB "
+            f"({big['detail']}: `fractal {' '.join(map(str, big['argv']))[:80]}`)",
+        ]
+    strict = sum(1 for r in results for p in r["problems"] if p.startswith("not strict JSON"))
+    json_cases = sum(1 for r in results if "--json" in r["argv"] and r["status"] == 0)
+    lines += [
+        f"- strict JSON: {json_cases:,} `--json` outputs parsed with a strict parser, "
+        f"{strict} failing",
         "",
         "| kind | cases | exit 0 | exit 2 | other | failing |",
         "|---|---:|---:|---:|---:|---:|",
