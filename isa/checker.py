@@ -174,15 +174,15 @@ def instantiate(decl: ExtDecl, types: tuple, attrs: tuple, earlier: tuple = ()) 
 
 def extension_spec(decl: ExtDecl, earlier: tuple[ExtDecl, ...] = ()) -> OpSpec:
     """The opcode-table entry of a declared extension."""
-    key = (decl, earlier)
-    spec = _SPECS.get(key)
-    if spec is None:
-        spec = _table(tuple(earlier) + (decl,))[decl.name]
-    return spec
+    entry = _SPECS.get(id(earlier))
+    if entry is not None and entry[0] is earlier and entry[1].decl is decl:
+        return entry[1]         # the prefix tuple of a table built here (a Task's ext_key)
+    return _table(tuple(earlier) + (decl,))[decl.name]
 
 
-#: (declaration, earlier declarations) -> its opcode-table entry, for every table built
-_SPECS: dict[tuple, OpSpec] = {}
+#: id(earlier declarations) -> (that tuple, the entry built with it), for every table built:
+#: the tuples are kept, so their ids stay theirs; looking up by identity hashes nothing
+_SPECS: dict[int, tuple] = {}
 _SPECS_KEPT = 65536
 
 
@@ -321,12 +321,10 @@ def _table(decls: tuple) -> Mapping:
     ext: dict[str, list] = {}
     for i, d in enumerate(decls):
         earlier = decls[:i]
-        spec = _SPECS.get((d, earlier))
-        if spec is None:
-            spec = _make_spec(d, earlier, _Table(ext, i))
-            if len(_SPECS) >= _SPECS_KEPT:
-                _SPECS.clear()
-            _SPECS[(d, earlier)] = spec
+        spec = _make_spec(d, earlier, _Table(ext, i))
+        if len(_SPECS) >= _SPECS_KEPT:
+            _SPECS.clear()
+        _SPECS[id(earlier)] = (earlier, spec)
         ext.setdefault(d.name, []).append((i, spec))
     return _Table(ext, len(decls))
 
