@@ -6,13 +6,17 @@ ways is at most the fan-out), such that one child's share of a piece fits the ch
 room for the pieces in flight its level buffers (`buffering`, 2 by default: the next piece loads
 while this one runs).
 
-The choice minimises a stated cost: the node's cycles for the whole task under the pipeline of
-its piece schedule (`compiler.schedule.Schedule.estimate`, the same pieces, bytes and stage times
-the simulator runs), with a child's time estimated from the box it receives. Ties go to fewer
-bytes moved plus reduction ops, then to less load imbalance. Every maximal parallel split (no axis
-could take one more way within the fan-out) is searched; serial cuts are found by halving the axis
-whose cut costs least, until the piece fits, and, for the cheapest few, a few cuts more while they
-lower the cost (deeper pipelining).
+The choice minimises a stated cost: the node's cycles for the whole task. A closed form of the
+pipeline of its piece schedule (`compiler.schedule.Schedule.estimate`, the same pieces, bytes and
+stage times the simulator runs, with a child's time estimated from the box it receives) ranks
+every candidate. Every maximal parallel split (no axis could take one more way within the
+fan-out) is searched; serial cuts are found by halving the axis whose cut costs least, until the
+piece fits, and, for the cheapest few, a few cuts more while they lower the cost (deeper
+pipelining). The cheapest candidates, with every step of the best one's extra cuts, then have
+their children planned and their pipeline run in the simulator's own node model
+(`compiler.pipeline`), each child timed by its own plan: the fastest is chosen, and its cycles
+are the node's estimate, the cycles the simulator will measure. Ties go to fewer bytes moved
+plus reduction ops, then to less load imbalance.
 """
 from __future__ import annotations
 
@@ -22,6 +26,7 @@ from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
 from compiler.rules import (AccessMap, Task, access_map, box_types, ceil_cycles, ceil_div,
                             moved_bytes, task_of)
 from compiler.leaf import leaf_cycles
+from compiler.pipeline import node_cycles
 from compiler.schedule import Schedule, _Axis
 from isa.checker import opcode_table
 from isa.errors import UserError
@@ -34,6 +39,12 @@ __all__ = ["CompileError", "compile_program", "Decomposer"]
 
 EXTRA_CUTS = 4         # serial cuts tried beyond the fewest that fit, kept while they lower the cost
 EXTRA_CUT_CANDIDATES = 4   # ... on this many of the cheapest parallel splits
+#: candidates whose children are planned and whose pipeline is run (the simulator's node model)
+#: to choose among, at the root and below it: the cheapest by the closed-form estimate with
+#: every step of its extra cuts, then the others with and without theirs
+EXACT_CANDIDATES = (3, 1)
+#: a candidate with more serial pieces than this is ranked by the closed form alone
+EXACT_MAX_PIECES = 4096
 
 
 class CompileError(UserError):
@@ -49,20 +60,31 @@ class Decomposer:
 
     def __init__(self, machine: Machine):
         self.machine = machine
-        self.table: dict = {}
+        self.table: dict = {}       # every (task, level) planned, the alternatives' children too
         self.origin = None          # the program instruction being compiled, for error locations
         self.program = None
 
     # ------------------------------------------------------------ entry
     def plan(self, task: Task, level: int = 0) -> NodePlan:
+        """The plan of a task at a level, its children planned first (their estimates price
+        the pipeline that chooses among the split's candidates)."""
         key = (task, level)
         node = self.table.get(key)
         if node is None:
-            node = self._decompose(task, level)
-            self.table[key] = node
+            node = self.table[key] = self._decompose(task, level)
             for child, _ in node.children:
                 self.plan(child, level + 1)
         return node
+
+    def reachable(self, roots) -> dict:
+        """The entries the roots' plans use: the alternatives' children are left out."""
+        out, todo = {}, [(r.task, r.level) for r in roots]
+        while todo:
+            key = todo.pop()
+            if key not in out:
+                node = out[key] = self.table[key]
+                todo.extend((t, key[1] + 1) for t, _ in node.children)
+        return out
 
     def _decompose(self, task: Task, level: int) -> NodePlan:
         lv = self.machine.levels[level]
@@ -108,8 +130,9 @@ class Decomposer:
                 pieces, cost = min(steps, key=lambda pc: pc[1])
             if need <= budget:
                 fitted.append((cost, pieces, ways))
-        best = None
+        paths = []
         for cost, pieces, ways in sorted(fitted)[:EXTRA_CUT_CANDIDATES]:
+            path = [(cost, pieces)]
             for _ in range(EXTRA_CUTS):      # a few more cuts while they pay (deeper pipelining)
                 steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)]
                 if not steps:
@@ -118,12 +141,36 @@ class Decomposer:
                 if c >= cost:
                     break
                 pieces, cost = p, c
-            if best is None or cost < best[0]:
-                best = (cost, pieces, ways)
-        if best is None:
+                path.append((cost, pieces))
+            paths.append((cost, path[::-1], ways))
+        if not paths:
             self._too_big(task, level, need, budget)
-        cost, pieces, ways = best
-        return self._build(task, level, model.schedule(pieces, ways), cost, candidates, budget)
+        paths.sort(key=lambda f: f[0])
+        # the shortlist: every step of the cheapest candidate's extra cuts, then the others'
+        # last and first steps
+        shortlist = [(c, p, paths[0][2]) for c, p in paths[0][1]]
+        for _, path, ways in paths[1:]:
+            shortlist += [(c, p, ways) for c, p in (path[:1] + path[-1:] if len(path) > 1 else path)]
+        shortlist = shortlist[:EXACT_CANDIDATES[min(level, 1)]]
+        best = None
+        for cost, pieces, ways in shortlist:
+            schedule = model.schedule(pieces, ways)
+            cycles = self._run_pipeline(schedule, level) if schedule.count <= EXACT_MAX_PIECES else None
+            key = (cycles if cycles is not None else cost[0], cost)
+            if best is None or key < best[0]:
+                best = (key, schedule)
+        (cycles, cost), schedule = best
+        return self._build(task, level, schedule, (cycles, *cost[1:]), candidates, budget,
+                           len(shortlist))
+
+    def _run_pipeline(self, schedule: Schedule, level: int) -> int:
+        """The node's cycles under the simulator's node model, its children planned (and timed
+        by their own estimates, down to the leaves)."""
+        for t, _ in schedule.totals()["children"]:
+            self.plan(t, level + 1)
+        m = self.machine
+        return node_cycles(schedule, m.levels[level], m.levels[level + 1],
+                           lambda t: self.table[(t, level + 1)].est_cycles)
 
     def _too_big(self, task: Task, level: int, need: int, budget: int):
         m = self.machine
@@ -139,7 +186,7 @@ class Decomposer:
             hint="give that level more memory, or use smaller tensors")
 
     # ------------------------------------------------------------ the chosen split
-    def _build(self, task, level, schedule: Schedule, cost, candidates, budget) -> NodePlan:
+    def _build(self, task, level, schedule: Schedule, cost, candidates, budget, run) -> NodePlan:
         node, child = self.machine.levels[level], self.machine.levels[level + 1]
         where = self.origin.loc if self.origin is not None else None
         check_plan_pieces(schedule.count, where or f"machine '{self.machine.name}'",
@@ -149,9 +196,10 @@ class Decomposer:
                                  ways=schedule.ways[a], reduce=ax.reduce)
                        for a, (ax, sa) in enumerate(zip(schedule.amap.axes, schedule.axes)))
         cut = ", ".join(s.text() for s in splits if s.pieces * s.ways > 1) or "whole task to one child"
-        why = (f"searched {candidates} parallel splits of fan-out {node.fanout}; a child's piece must "
-               f"fit {budget:,} bytes ({child.buffering} pieces in flight); chose {cut}: estimated "
-               f"{cost[0]:,.0f} cycles, {cost[1]:,.0f} bytes + reduction ops")
+        why = (f"searched {candidates} parallel splits of fan-out {node.fanout}, ran the pipeline of "
+               f"the {run} cheapest; a child's piece must fit {budget:,} bytes ({child.buffering} "
+               f"pieces in flight); chose {cut}: estimated {cost[0]:,.0f} cycles, "
+               f"{cost[1]:,.0f} bytes + reduction ops")
         return NodePlan(task=task, level=level, kind=PlanKind.SPLIT, splits=splits,
                         children=totals["children"], pieces=schedule.count, busy=schedule.busy(),
                         bytes_down=totals["bytes_down"], bytes_up=totals["bytes_up"],
@@ -283,4 +331,4 @@ def compile_program(program: Program, machine: Machine) -> Plan:
     for ins in program.instructions:
         dec.origin = ins
         roots.append(dec.plan(task_of(ins, types, table), 0))
-    return Plan(program, machine, tuple(roots), dec.table)
+    return Plan(program, machine, tuple(roots), dec.reachable(roots))

@@ -33,8 +33,9 @@ import simpy
 
 from compiler.plan import NodePlan, Plan, PlanKind, level_counts
 from compiler.leaf import leaf_cycles
+from compiler.pipeline import NodePipeline, NodeTotals
 from compiler.rules import ceil_cycles
-from compiler.schedule import Schedule, stage_times
+from compiler.schedule import Schedule
 from isa.errors import InternalError
 from isa.limits import check_sim_pieces
 
@@ -51,31 +52,6 @@ class StageEvent:
     stage: str          # ID, LD, EX, RD, WB, RUN (leaf or DMA)
     start: int
     end: int
-
-
-@dataclass
-class NodeTotals:
-    """What a node's stages did, summed over its pieces: busy cycles per stage (to name what
-    bounds it), and the bytes and reduction work it moved and ran (checked against the plan)."""
-    cycles: int = 0
-    transfer: int = 0
-    latency: int = 0
-    execute: int = 0
-    reduce: int = 0
-    leaf_compute: int = 0
-    leaf_memory: int = 0
-    slowest_child: tuple | None = None
-    bytes_down: int = 0
-    bytes_up: int = 0
-    reduction_ops: int = 0
-    child_reduction_ops: int = 0
-    port_busy: int = 0          # cycles the memory port was held
-    port_bytes: int = 0
-    link_in_busy: int = 0       # cycles the busiest child's link carried loads ...
-    link_in_bytes: float = 0    # (a distributed memory's links carry a fraction of the bytes)
-    link_out_busy: int = 0      # ... and write-backs
-    link_out_bytes: float = 0
-    lfu_busy: int = 0           # cycles this node's LFU combined the children's results
 
 
 def _pieces_per_root(plan: Plan, mode: str) -> list[int]:
@@ -189,14 +165,20 @@ class NodeRun:
     def run(self):
         """ID, then the node's own run (leaf or DMA) or its pipeline of pieces."""
         env, lv = self.env, self.level
-        start = env.now
-        yield env.timeout(lv.decode_cycles)
-        self.engine.record(self.path, self.node, -1, "ID", start, env.now)
-        yield from (self._pipeline() if self.node.kind == PlanKind.SPLIT else self._run_locally())
-        self.totals.cycles = int(env.now - start)
-        self.totals.latency += lv.decode_cycles
         if self.node.kind == PlanKind.SPLIT:
+            engine, node, path = self.engine, self.node, self.path
+            pipe = NodePipeline(env, engine.schedule(node), lv, self.child, self._execute,
+                                lambda i, stage, a, b: engine.record(path, node, i, stage, a, b))
+            pipe.totals = self.totals
+            yield from pipe.run()
             self._check_capacity()
+        else:
+            start = env.now
+            yield env.timeout(lv.decode_cycles)
+            self.engine.record(self.path, self.node, -1, "ID", start, env.now)
+            yield from self._run_locally()
+            self.totals.cycles = int(env.now - start)
+            self.totals.latency += lv.decode_cycles
         self.engine.totals.setdefault((self.node.task, self.node.level), self.totals)
 
     def _check_capacity(self):
@@ -234,88 +216,9 @@ class NodeRun:
         yield self.env.timeout(max(compute, memory))
         self.engine.record(self.path, node, 0, "RUN", start, self.env.now)
 
-    def _pipeline(self):
-        env = self.env
-        schedule = self.engine.schedule(self.node)
-        self.port, self.lfu, self.kids = (simpy.Resource(env) for _ in range(3))
-        # the children's links: one resource per direction, or one for both (half duplex); a
-        # piece's transfer holds every busy child's link at once, for the busiest one's time
-        self.link_in = simpy.Resource(env)
-        self.link_out = self.link_in if self.child.duplex == "half" else simpy.Resource(env)
-        self.buffers = simpy.Resource(env, capacity=self.child.buffering)
-        running = []
-        for i, kind in enumerate(schedule.sequence()):
-            buffer = self.buffers.request()
-            yield buffer
-            running.append(env.process(self._piece(i, schedule, kind, buffer)))
-        yield simpy.AllOf(env, running)
-        if schedule.final_reduce_ops:
-            start = env.now
-            cycles = ceil_cycles(schedule.final_reduce_ops / self.level.lfu_ops_per_cycle)
-            yield env.timeout(cycles)
-            self.totals.reduce += cycles
-            self.totals.lfu_busy += cycles
-            self.totals.reduction_ops += schedule.final_reduce_ops
-            self.engine.record(self.path, self.node, len(running), "RD", start, env.now)
-
-    def _transfer(self, link, port_cycles: int, link_cycles: int, latency: int):
-        """Hold the children's links in one direction for the link time and, within it, the
-        memory port for the port time; the latency follows, holding neither."""
-        with link.request() as held:
-            yield held
-            with self.port.request() as req:
-                yield req
-                yield self.env.timeout(port_cycles)
-            yield self.env.timeout(max(0, link_cycles - port_cycles))
-        yield self.env.timeout(latency)
-        t = self.totals
-        t.transfer += max(port_cycles, link_cycles)
-        t.latency += latency
-        t.port_busy += port_cycles
-        if link is self.link_in and link_cycles:
-            t.link_in_busy += link_cycles
-        elif link_cycles:
-            t.link_out_busy += link_cycles
-
-    def _piece(self, i: int, schedule: Schedule, kind: tuple, buffer):
-        env, t = self.env, self.totals
-        work = schedule.work(kind)
-        st = stage_times(work, self.level, self.child)
-        t.bytes_down += work.load_bytes
-        t.bytes_up += work.store_bytes
-        t.reduction_ops += work.reduce_ops
-        t.child_reduction_ops += work.child_reduce_ops
-        t.port_bytes += work.load_bytes + work.store_bytes
-        t.link_in_bytes += work.load_link_bytes * self.level.link_fraction
-        t.link_out_bytes += work.store_link_bytes * self.level.link_fraction
-        start = env.now
-        yield from self._transfer(self.link_in, st.load_port, st.load_link, st.latency)
-        self.engine.record(self.path, self.node, i, "LD", start, env.now)
-        with self.kids.request() as req:
-            yield req
-            start = env.now
-            yield from self._execute(schedule.children(kind))
-            t.execute += int(env.now - start)
-            if st.child_reduce:         # each child adds this partial to the one it keeps
-                yield env.timeout(st.child_reduce)
-                t.reduce += st.child_reduce
-            self.engine.record(self.path, self.node, i, "EX", start, env.now)
-        if work.store_bytes:
-            start = env.now
-            yield from self._transfer(self.link_out, st.store_port, st.store_link, st.latency)
-            self.engine.record(self.path, self.node, i, "WB", start, env.now)
-        if st.reduce:
-            with self.lfu.request() as req:
-                yield req
-                start = env.now
-                yield env.timeout(st.reduce)
-                t.reduce += st.reduce
-                t.lfu_busy += st.reduce
-                self.engine.record(self.path, self.node, i, "RD", start, env.now)
-        self.buffers.release(buffer)
-
-    def _execute(self, children: tuple):
+    def _execute(self, i: int, kind: tuple):
         engine, env = self.engine, self.env
+        children = engine.schedule(self.node).children(kind)
         plans = [engine.plan.node(task, self.node.level + 1) for task, _ in children]
         if engine.mode == "symmetric":
             durations = [engine.duration(c) for c in plans]

@@ -10,7 +10,7 @@ import fractal
 from isa import parse_program
 from isa.errors import InternalError
 from machine import preset
-from simulator import engine as engine_module
+from compiler.pipeline import NodePipeline
 
 N = 65_536
 ADD = (f"tensor x : f32[{N}] input\ntensor y : f32[{N}] input\ntensor z : f32[{N}] output\n"
@@ -53,7 +53,7 @@ def test_an_oversubscribed_link_fires_the_capacity_invariant(monkeypatch):
     and take only the port's time, let a 1 byte/cycle link carry more than it can."""
     def transfer(self, link, port_cycles, link_cycles, latency):
         yield self.env.timeout(port_cycles + latency)
-    monkeypatch.setattr(engine_module.NodeRun, "_transfer", transfer)
+    monkeypatch.setattr(NodePipeline, "_transfer", transfer)
     with pytest.raises(InternalError, match="carries no more than its bandwidth") as e:
         run_add(tiny_with_leaf_link(1))
     assert "level 0 (root)" in str(e.value) and "children's links in" in str(e.value)
@@ -81,7 +81,7 @@ def test_the_invariant_fires_below_the_root_too(monkeypatch):
     duration the symmetric mode simulates inside its parent's, and reported as such."""
     def transfer(self, link, port_cycles, link_cycles, latency):
         yield self.env.timeout(port_cycles + latency)
-    monkeypatch.setattr(engine_module.NodeRun, "_transfer", transfer)
+    monkeypatch.setattr(NodePipeline, "_transfer", transfer)
     m = preset("tiny").rescaled(2, (2, 2))
     levels = list(m.levels)
     levels[2] = replace(levels[2], link_bandwidth=1)

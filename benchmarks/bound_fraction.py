@@ -1,0 +1,79 @@
+"""How close the compiler's plans come to the attainable bound: `fraction_of_bound` (the bound
+over the simulated time, docs/compiler.md "Attainable bounds") for the cases of the mapping
+targets, on f1 and f100, in f16.
+
+    python benchmarks/bound_fraction.py                  # a few minutes
+    python benchmarks/bound_fraction.py --out bound_fraction.md
+
+Cases: a 4096^3 matmul; VGG-16's conv3_2 (256 -> 256 channels, 3x3 pad 1, 56x56) at batch 32;
+ResNet-18 at batch 32 (`fractal gen resnet18 --batch 32`), whose fraction is reported for the
+whole program and as the geometric mean over its instructions.
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import fractal                                   # noqa: E402
+from fractal.workloads import generate           # noqa: E402
+from host import header                          # noqa: E402
+
+MATMUL = """tensor a : f16[4096, 4096] input
+tensor b : f16[4096, 4096] input
+tensor c : f16[4096, 4096] output
+matmul c, a, b
+"""
+CONV3_2 = """tensor x : f16[32, 256, 56, 56] input
+tensor w : f16[256, 256, 3, 3] input
+tensor y : f16[32, 256, 56, 56] output
+conv2d y, x, w, stride=1, pad=1
+"""
+TARGETS = {"matmul 4096^3": 0.90, "VGG-16 conv3_2, batch 32": 0.85,
+           "ResNet-18, batch 32 (geomean)": 0.80}
+
+
+def cases():
+    resnet = generate("resnet18", batch=32, dtype="f16")
+    return [("matmul 4096^3", MATMUL), ("VGG-16 conv3_2, batch 32", CONV3_2),
+            ("ResNet-18, batch 32 (geomean)", resnet)]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--machines", default="f1,f100")
+    ap.add_argument("--out")
+    args = ap.parse_args(argv)
+    lines = [*header("fraction_of_bound", "symmetric simulation, timing only, f16"),
+             "| case | machine | cycles | bound cycles | bound set by | fraction_of_bound | target |",
+             "|---|---|---|---|---|---|---|"]
+    fractions = []
+    start = time.perf_counter()
+    for name, text in cases():
+        program = fractal.load_program(text)
+        for machine in args.machines.split(","):
+            r = fractal.run(program, machine, functional=False)
+            f = r.fraction_of_bound
+            if "geomean" in name:
+                f = statistics.geometric_mean([i.fraction_of_bound for i in r.instructions])
+            fractions.append(f)
+            cycles = sum(i.cycles for i in r.instructions)
+            bound = r.bound_seconds * r.cycles / r.seconds
+            lines.append(f"| {name} | {machine} | {cycles:,} | {bound:,.0f} | {r.bound} | "
+                         f"{f:.3f} | {TARGETS[name]:.2f} |")
+            print(lines[-1], file=sys.stderr)
+    lines += ["", f"Geometric mean of the fractions: {statistics.geometric_mean(fractions):.3f}. "
+              f"Took {time.perf_counter() - start:.0f} s."]
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if args.out:
+        Path(args.out).write_text(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,177 @@
+"""The pipeline of one split node, in SimPy: the node model the simulator runs and the compiler
+ranks its candidate splits with (one cost model).
+
+A split node pays its decode, then runs the pieces of its schedule (`compiler.schedule`), each
+through LD, EX, WB and RD (docs/simulator.md, "The pipeline of a split node"):
+
+    LD  the children's links in, and within them the memory port, for the load's port cycles;
+        the links alone for the rest of their link cycles; then the link latency, holding neither
+    EX  the children (one piece at a time): the slowest child, then the children's additions into
+        the partial results they keep
+    WB  like LD, with the store's bytes, over the links out (the same links when half duplex)
+    RD  the node's LFU combining the children's results
+
+At most `buffering` pieces (the child level's) are in flight. After the last piece, a final merge
+runs on the LFU. How the children run is the caller's: `execute(i, kind)` is a SimPy generator,
+a fixed duration per child task when the compiler estimates or the simulator runs one node per
+(task, level), the children's own processes when the simulator runs every node.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import simpy
+
+from compiler.rules import ceil_cycles
+from compiler.schedule import Schedule, stage_times
+
+__all__ = ["NodeTotals", "NodePipeline", "node_cycles"]
+
+
+@dataclass
+class NodeTotals:
+    """What a node's stages did, summed over its pieces: busy cycles per stage (to name what
+    bounds it), and the bytes and reduction work it moved and ran (checked against the plan)."""
+    cycles: int = 0
+    transfer: int = 0
+    latency: int = 0
+    execute: int = 0
+    reduce: int = 0
+    leaf_compute: int = 0
+    leaf_memory: int = 0
+    slowest_child: tuple | None = None
+    bytes_down: int = 0
+    bytes_up: int = 0
+    reduction_ops: int = 0
+    child_reduction_ops: int = 0
+    port_busy: int = 0          # cycles the memory port was held
+    port_bytes: int = 0
+    link_in_busy: int = 0       # cycles the busiest child's link carried loads ...
+    link_in_bytes: float = 0    # (a distributed memory's links carry a fraction of the bytes)
+    link_out_busy: int = 0      # ... and write-backs
+    link_out_bytes: float = 0
+    lfu_busy: int = 0           # cycles this node's LFU combined the children's results
+
+
+class NodePipeline:
+    """One split node running its schedule: its shared resources (the memory port, the
+    children's links, the children, the LFU, and the piece buffers of the children's memories)
+    and one process per serial piece, as in SimPy's machine-shop examples."""
+
+    def __init__(self, env: simpy.Environment, schedule: Schedule, level, child, execute,
+                 record=None):
+        self.env, self.schedule, self.level, self.child = env, schedule, level, child
+        self.execute = execute          # execute(i, kind): the children's part of EX
+        self.record = record            # record(piece, stage, start, end), or None
+        self.totals = NodeTotals()
+
+    def _note(self, i, stage, start):
+        if self.record is not None:
+            self.record(i, stage, start, self.env.now)
+
+    def run(self):
+        """ID, the pieces, and the final merge."""
+        env, lv, t = self.env, self.level, self.totals
+        start = env.now
+        yield env.timeout(lv.decode_cycles)
+        self._note(-1, "ID", start)
+        yield from self._pieces()
+        t.cycles = int(env.now - start)
+        t.latency += lv.decode_cycles
+
+    def _pieces(self):
+        env, schedule = self.env, self.schedule
+        self.port, self.lfu, self.kids = (simpy.Resource(env) for _ in range(3))
+        # the children's links: one resource per direction, or one for both (half duplex); a
+        # piece's transfer holds every busy child's link at once, for the busiest one's time
+        self.link_in = simpy.Resource(env)
+        self.link_out = self.link_in if self.child.duplex == "half" else simpy.Resource(env)
+        self.buffers = simpy.Resource(env, capacity=self.child.buffering)
+        running = []
+        for i, kind in enumerate(schedule.sequence()):
+            buffer = self.buffers.request()
+            yield buffer
+            running.append(env.process(self._piece(i, kind, buffer)))
+        yield simpy.AllOf(env, running)
+        if schedule.final_reduce_ops:
+            start = env.now
+            cycles = ceil_cycles(schedule.final_reduce_ops / self.level.lfu_ops_per_cycle)
+            yield env.timeout(cycles)
+            t = self.totals
+            t.reduce += cycles
+            t.lfu_busy += cycles
+            t.reduction_ops += schedule.final_reduce_ops
+            self._note(len(running), "RD", start)
+
+    def _transfer(self, link, port_cycles: int, link_cycles: int, latency: int):
+        """Hold the children's links in one direction for the link time and, within it, the
+        memory port for the port time; the latency follows, holding neither."""
+        with link.request() as held:
+            yield held
+            with self.port.request() as req:
+                yield req
+                yield self.env.timeout(port_cycles)
+            yield self.env.timeout(max(0, link_cycles - port_cycles))
+        yield self.env.timeout(latency)
+        t = self.totals
+        t.transfer += max(port_cycles, link_cycles)
+        t.latency += latency
+        t.port_busy += port_cycles
+        if link is self.link_in and link_cycles:
+            t.link_in_busy += link_cycles
+        elif link_cycles:
+            t.link_out_busy += link_cycles
+
+    def _piece(self, i: int, kind: tuple, buffer):
+        env, t = self.env, self.totals
+        work = self.schedule.work(kind)
+        st = stage_times(work, self.level, self.child)
+        t.bytes_down += work.load_bytes
+        t.bytes_up += work.store_bytes
+        t.reduction_ops += work.reduce_ops
+        t.child_reduction_ops += work.child_reduce_ops
+        t.port_bytes += work.load_bytes + work.store_bytes
+        t.link_in_bytes += work.load_link_bytes * self.level.link_fraction
+        t.link_out_bytes += work.store_link_bytes * self.level.link_fraction
+        start = env.now
+        yield from self._transfer(self.link_in, st.load_port, st.load_link, st.latency)
+        self._note(i, "LD", start)
+        with self.kids.request() as req:
+            yield req
+            start = env.now
+            yield from self.execute(i, kind)
+            t.execute += int(env.now - start)
+            if st.child_reduce:         # each child adds this partial to the one it keeps
+                yield env.timeout(st.child_reduce)
+                t.reduce += st.child_reduce
+            self._note(i, "EX", start)
+        if work.store_bytes:
+            start = env.now
+            yield from self._transfer(self.link_out, st.store_port, st.store_link, st.latency)
+            self._note(i, "WB", start)
+        if st.reduce:
+            with self.lfu.request() as req:
+                yield req
+                start = env.now
+                yield env.timeout(st.reduce)
+                t.reduce += st.reduce
+                t.lfu_busy += st.reduce
+                self._note(i, "RD", start)
+        self.buffers.release(buffer)
+
+
+def node_cycles(schedule: Schedule, level, child, child_cycles) -> int:
+    """Cycles of a split node's whole task, its children taking `child_cycles(task)` each (the
+    slowest of a piece's children sets its EX): the simulator's node model, run once."""
+    env = simpy.Environment()
+    slowest: dict = {}
+
+    def execute(i, kind):
+        d = slowest.get(kind)
+        if d is None:
+            d = slowest[kind] = max(child_cycles(task) for task, _ in schedule.children(kind))
+        yield env.timeout(d)
+    pipe = NodePipeline(env, schedule, level, child, execute)
+    env.process(pipe.run())
+    env.run()
+    return pipe.totals.cycles
