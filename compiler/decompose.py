@@ -26,7 +26,7 @@ from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
 from compiler.rules import (AccessMap, Task, access_map, box_types, ceil_cycles, ceil_div,
                             moved_bytes, task_of)
 from compiler.leaf import leaf_cycles
-from compiler.pipeline import node_cycles
+from compiler.pipeline import lfu_free, node_cycles
 from compiler.schedule import Schedule, _Axis
 from isa.checker import opcode_table
 from isa.errors import UserError
@@ -166,11 +166,10 @@ class Decomposer:
     def _run_pipeline(self, schedule: Schedule, level: int) -> int:
         """The node's cycles under the simulator's node model, its children planned (and timed
         by their own estimates, down to the leaves)."""
-        for t, _ in schedule.totals()["children"]:
-            self.plan(t, level + 1)
+        kids = [self.plan(t, level + 1) for t, _ in schedule.totals()["children"]]
         m = self.machine
         return node_cycles(schedule, m.levels[level], m.levels[level + 1],
-                           lambda t: self.table[(t, level + 1)].est_cycles)
+                           lambda t: self.table[(t, level + 1)].est_cycles, lfu_free(kids))
 
     def _too_big(self, task: Task, level: int, need: int, budget: int):
         m = self.machine

@@ -6,8 +6,10 @@ through LD, EX, WB and RD (docs/simulator.md, "The pipeline of a split node"):
 
     LD  the children's links in, and within them the memory port, for the load's port cycles;
         the links alone for the rest of their link cycles; then the link latency, holding neither
-    EX  the children (one piece at a time): the slowest child, then the children's additions into
-        the partial results they keep
+    EX  the children (one piece at a time): the slowest child
+    AC  the children's LFUs adding the piece's partial results into the ones they keep: while
+        the children run the next piece when their own tasks leave their LFUs idle (a leaf's
+        LFU is not its compute units), within EX otherwise
     WB  like LD, with the store's bytes, over the links out (the same links when half duplex)
     RD  the node's LFU combining the children's results
 
@@ -25,7 +27,7 @@ import simpy
 from compiler.rules import ceil_cycles
 from compiler.schedule import Schedule, stage_times
 
-__all__ = ["NodeTotals", "NodePipeline", "node_cycles"]
+__all__ = ["NodeTotals", "NodePipeline", "node_cycles", "lfu_free"]
 
 
 @dataclass
@@ -51,6 +53,7 @@ class NodeTotals:
     link_out_busy: int = 0      # ... and write-backs
     link_out_bytes: float = 0
     lfu_busy: int = 0           # cycles this node's LFU combined the children's results
+    kids_lfu_busy: int = 0      # cycles the children's LFUs added into their kept partials
 
 
 class NodePipeline:
@@ -59,8 +62,9 @@ class NodePipeline:
     and one process per serial piece, as in SimPy's machine-shop examples."""
 
     def __init__(self, env: simpy.Environment, schedule: Schedule, level, child, execute,
-                 record=None):
+                 record=None, lfu_free: bool = False):
         self.env, self.schedule, self.level, self.child = env, schedule, level, child
+        self.lfu_free = lfu_free        # the children's tasks leave their LFUs idle
         self.execute = execute          # execute(i, kind): the children's part of EX
         self.record = record            # record(piece, stage, start, end), or None
         self.totals = NodeTotals()
@@ -81,7 +85,7 @@ class NodePipeline:
 
     def _pieces(self):
         env, schedule = self.env, self.schedule
-        self.port, self.lfu, self.kids = (simpy.Resource(env) for _ in range(3))
+        self.port, self.lfu, self.kids, self.kids_lfu = (simpy.Resource(env) for _ in range(4))
         # the children's links: one resource per direction, or one for both (half duplex); a
         # piece's transfer holds every busy child's link at once, for the busiest one's time
         self.link_in = simpy.Resource(env)
@@ -122,6 +126,14 @@ class NodePipeline:
         elif link_cycles:
             t.link_out_busy += link_cycles
 
+    def _accumulate(self, i: int, cycles: int):
+        """Each child adds this piece's partial result into the one it keeps."""
+        start = self.env.now
+        yield self.env.timeout(cycles)
+        self.totals.reduce += cycles
+        self.totals.kids_lfu_busy += cycles
+        self._note(i, "AC", start)
+
     def _piece(self, i: int, kind: tuple, buffer):
         env, t = self.env, self.totals
         work = self.schedule.work(kind)
@@ -141,10 +153,13 @@ class NodePipeline:
             start = env.now
             yield from self.execute(i, kind)
             t.execute += int(env.now - start)
-            if st.child_reduce:         # each child adds this partial to the one it keeps
-                yield env.timeout(st.child_reduce)
-                t.reduce += st.child_reduce
             self._note(i, "EX", start)
+            if st.child_reduce and not self.lfu_free:
+                yield from self._accumulate(i, st.child_reduce)
+        if st.child_reduce and self.lfu_free:
+            with self.kids_lfu.request() as req:
+                yield req
+                yield from self._accumulate(i, st.child_reduce)
         if work.store_bytes:
             start = env.now
             yield from self._transfer(self.link_out, st.store_port, st.store_link, st.latency)
@@ -160,7 +175,13 @@ class NodePipeline:
         self.buffers.release(buffer)
 
 
-def node_cycles(schedule: Schedule, level, child, child_cycles) -> int:
+def lfu_free(children) -> bool:
+    """Whether the child plans leave their own LFUs idle (no combining of their children's
+    results): then a parent's AC may overlap their next task."""
+    return all(c.reduction_ops == 0 for c in children)
+
+
+def node_cycles(schedule: Schedule, level, child, child_cycles, free: bool) -> int:
     """Cycles of a split node's whole task, its children taking `child_cycles(task)` each (the
     slowest of a piece's children sets its EX): the simulator's node model, run once."""
     env = simpy.Environment()
@@ -171,7 +192,7 @@ def node_cycles(schedule: Schedule, level, child, child_cycles) -> int:
         if d is None:
             d = slowest[kind] = max(child_cycles(task) for task, _ in schedule.children(kind))
         yield env.timeout(d)
-    pipe = NodePipeline(env, schedule, level, child, execute)
+    pipe = NodePipeline(env, schedule, level, child, execute, lfu_free=free)
     env.process(pipe.run())
     env.run()
     return pipe.totals.cycles

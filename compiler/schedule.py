@@ -447,12 +447,12 @@ class Schedule:
         for kind, n in self.counts().items():
             w = self.work(kind)
             st = stage_times(w, node, child)
-            execute = max(child_cycles(s, e) for s, e, _ in w.widest) + st.child_reduce
-            journey = st.load + execute + st.store + st.reduce
+            execute = max(child_cycles(s, e) for s, e, _ in w.widest)
+            journey = st.load + execute + st.child_reduce + st.store + st.reduce
             links = ((st.load_link + st.store_link,) if child.duplex == "half"
                      else (st.load_link, st.store_link))
-            per_piece = max(st.load_port + st.store_port, *links, execute, st.reduce,
-                            journey / child.buffering)
+            per_piece = max(st.load_port + st.store_port, *links, execute, st.child_reduce,
+                            st.reduce, journey / child.buffering)
             cycles += n * per_piece
             fill = max(fill, journey - per_piece)
             moved += n * (w.load_bytes + w.store_bytes + w.reduce_ops)

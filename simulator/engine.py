@@ -33,7 +33,7 @@ import simpy
 
 from compiler.plan import NodePlan, Plan, PlanKind, level_counts
 from compiler.leaf import leaf_cycles
-from compiler.pipeline import NodePipeline, NodeTotals
+from compiler.pipeline import NodePipeline, NodeTotals, lfu_free
 from compiler.rules import ceil_cycles
 from compiler.schedule import Schedule
 from isa.errors import InternalError
@@ -167,8 +167,11 @@ class NodeRun:
         env, lv = self.env, self.level
         if self.node.kind == PlanKind.SPLIT:
             engine, node, path = self.engine, self.node, self.path
-            pipe = NodePipeline(env, engine.schedule(node), lv, self.child, self._execute,
-                                lambda i, stage, a, b: engine.record(path, node, i, stage, a, b))
+            schedule = engine.schedule(node)
+            kids = [engine.plan.node(t, node.level + 1) for t, _ in node.children]
+            pipe = NodePipeline(env, schedule, lv, self.child, self._execute,
+                                lambda i, stage, a, b: engine.record(path, node, i, stage, a, b),
+                                lfu_free=lfu_free(kids))
             pipe.totals = self.totals
             yield from pipe.run()
             self._check_capacity()
@@ -188,7 +191,8 @@ class NodeRun:
         busy = {"memory port": (t.port_busy, t.port_bytes, lv.memory_bandwidth),
                 "children's links in": (t.link_in_busy, t.link_in_bytes, child.link_bandwidth),
                 "children's links out": (t.link_out_busy, t.link_out_bytes, child.link_bandwidth),
-                "LFU": (t.lfu_busy, None, None)}
+                "LFU": (t.lfu_busy, None, None),
+                "children's LFUs": (t.kids_lfu_busy, None, None)}
         if child.duplex == "half":
             both = t.link_in_busy + t.link_out_busy
             busy["children's half-duplex links"] = (both, t.link_in_bytes + t.link_out_bytes,

@@ -95,6 +95,8 @@ def busy_fractions(plan: Plan, engine: Engine, cycles: int) -> list[dict]:
             here["lfu"] += n * t.lfu_busy
             busy[level + 1]["link_in"] += n * t.link_in_busy
             busy[level + 1]["link_out"] += n * t.link_out_busy
+            # the busy children's LFUs adding into the partial results they keep
+            busy[level + 1]["lfu"] += n * t.kids_lfu_busy * engine.plan.node(task, level).busy
         else:                           # a leaf, or a node's own DMA: its memory port
             here["port"] += n * t.leaf_memory
             here["compute"] += n * t.leaf_compute

@@ -3,7 +3,7 @@
 Each level is a process; each node has one thread per pipeline stage, named by the node's path
 from the root and the stage ("node 0.2.1 LD"), so that different stages of consecutive pieces,
 which overlap, do not share a track (transfers of consecutive pieces may still overlap on the LD
-and WB tracks); each stage of each piece (ID, LD, EX, WB, RD, or RUN at a leaf) is a complete
+and WB tracks); each stage of each piece (ID, LD, EX, AC, WB, RD, or RUN at a leaf) is a complete
 event. Times are in
 microseconds of simulated time, as the format expects.
 """

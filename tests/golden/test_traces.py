@@ -168,11 +168,12 @@ def test_kept_partial_results_are_written_back_once():
            stores nothing, so its slot frees at 41                     33 ->  41
       LD 2 takes that slot at 41, queued until LD 1 frees the port at 52,
            holds it 52-77; + 6                                        41 ->  83
-      EX 1 loaded at 58: 1 + 7, then the leaves add: 1 / 2 -> 1        58 ->  67
+      EX 1 loaded at 58: 1 + 7                                        58 ->  66
+      AC 1 the leaves add on their LFUs: 1 / 2 -> 1                    66 ->  67
       LD 3 takes piece 1's slot at 67, queued until 77, holds the port
            77-102; + 6                                                67 -> 108
-      EX 2 loaded at 83: 1 + 7 + 1                                    83 ->  92
-      EX 3 loaded at 108: 1 + 7 + 1                                  108 -> 117
+      EX 2 loaded at 83: 1 + 7, AC 1                                  83 ->  92
+      EX 3 loaded at 108: 1 + 7, AC 1                                108 -> 117
       WB 3 port 2 x 4 B = 8 / 16 -> 1; link 4 / 16 -> 1 adds 0; + 6   117 -> 124
       RD 3 1 op x (2 ways - 1) / 4 -> 1                               124 -> 125
     125 cycles. Bytes: 4 x 400 = 1,600 down, 8 up; 1 op on the root's LFU and
@@ -194,10 +195,10 @@ def test_kept_partial_results_are_written_back_once():
         ("0", "LD", 0, 2, 33), ("0", "LD", 1, 2, 58),
         ("0", "EX", 0, 33, 41),
         ("0", "LD", 2, 41, 83),
-        ("0", "EX", 1, 58, 67),
+        ("0", "EX", 1, 58, 66), ("0", "AC", 1, 66, 67),
         ("0", "LD", 3, 67, 108),
-        ("0", "EX", 2, 83, 92),
-        ("0", "EX", 3, 108, 117),
+        ("0", "EX", 2, 83, 91), ("0", "AC", 2, 91, 92),
+        ("0", "EX", 3, 108, 116), ("0", "AC", 3, 116, 117),
         ("0", "WB", 3, 117, 124),
         ("0", "RD", 3, 124, 125),
     ] + leaves)
