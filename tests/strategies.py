@@ -292,6 +292,10 @@ def random_machine(rng: np.random.Generator, max_leaves: int = 4096, leaf_memory
             compute = replace(compute, mac_array=((4, 4), (2, 8))[int(rng.integers(0, 2))],
                               vector_width=int(rng.choice([1, 4, 8, 16])),
                               array_fill_cycles=int(rng.integers(0, 8)))
+        if depth > 1 and rng.integers(0, 3) == 0:   # the root's memory: shares of its children's
+            levels[0] = replace(levels[0], memory="distributed",
+                                memory_share=float(rng.choice([0.25, 0.5, 0.75])),
+                                bandwidth_share=float(rng.choice([0.25, 0.5])))
     return replace(m, levels=tuple(levels), compute=compute)
 
 

@@ -126,7 +126,8 @@ def machine_case(rng) -> Case:
                                         "drop-levels", "level-not-table") else None
     if how.startswith("delete-key") and how.endswith((".name", ".broadcast", ".buffering", ".duplex", ".note",
                                                       ".mac_array", ".vector_width",
-                                                      ".array_fill_cycles",
+                                                      ".array_fill_cycles", ".memory",
+                                                      ".memory_share", ".bandwidth_share",
                                                       ".mac_ops_per_cycle_by_dtype",
                                                       "description")):
         expect = None           # optional keys
