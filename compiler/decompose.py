@@ -321,9 +321,11 @@ def compile_program(program: Program, machine: Machine) -> Plan:
     root = machine.levels[0]
     total = sum(t.type.nbytes for t in program.tensors)
     if total > root.memory_bytes:
+        largest = sorted(program.tensors, key=lambda t: -t.type.nbytes)[:3]
+        names = ", ".join(f"'{t.name}' ({_bytes(t.type.nbytes)})" for t in largest)
         raise CompileError(f"the program's tensors need {_bytes(total)}, more than the "
                            f"{_bytes(root.memory_bytes)} of the root ({root.name}) memory of "
-                           f"machine '{machine.name}'", program.file)
+                           f"machine '{machine.name}'; the largest: {names}", program.file)
     types = program.types
     table = opcode_table(program)
     roots = []

@@ -419,3 +419,13 @@ def test_onnx_constant_folding_bomb_is_refused(tmp_path):
     status, _, err, seconds = cli("import", tmp_path / "bomb.onnx", "-o", tmp_path / "b.fasm")
     refused(status, err, seconds, "bomb.onnx", "FRACTAL_MAX_FOLD_BYTES")
     assert not (tmp_path / "b.npz").exists()
+
+
+def test_whole_program_memory_error_names_the_largest_tensors(tmp_path):
+    """A program too big for the root memory names the tensors responsible, largest first."""
+    src = ("tensor big : f32[4096, 4096] input\ntensor mid : f32[1024, 1024] input\n"
+           "tensor out : f32[4096, 4096] output\nadd out, big, big\n")
+    (tmp_path / "p.fasm").write_text(src)
+    code, _, err, seconds = cli("compile", tmp_path / "p.fasm", "--machine", "tiny")
+    refused(code, err, seconds, "p.fasm", "the program's tensors need")
+    assert "the largest: 'big' (67,108,864 bytes), 'out' (67,108,864 bytes), 'mid'" in err
