@@ -20,6 +20,7 @@ plus reduction ops, then to less load imbalance.
 """
 from __future__ import annotations
 
+import dataclasses
 import math
 
 from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
@@ -27,9 +28,9 @@ from compiler.rules import (AccessMap, Task, access_map, box_types, ceil_cycles,
                             moved_bytes, task_of)
 from compiler.leaf import leaf_cycles
 from compiler.pipeline import lfu_free, node_cycles
-from compiler.schedule import Schedule, _Axis
+from compiler.schedule import Schedule, _Axis, default_order
 from isa.checker import opcode_table
-from isa.errors import UserError
+from isa.errors import UserError, did_you_mean
 from isa.limits import check_plan_pieces
 from isa.opcodes import OpClass
 from isa.program import Program
@@ -95,6 +96,10 @@ class Decomposer:
                             est_cycles=lv.decode_cycles + est)
         amap = access_map(task)
         if amap is None:
+            pin = next((p for p in task.pin if p.level == level), None)
+            if pin:
+                raise CompileError(f"{task.opcode} moves data on the DMA of a level-{level} node: "
+                                   f"it has no cuts to pin", pin.where)
             moved = moved_bytes(task)
             return NodePlan(task=task, level=level, kind=PlanKind.LOCAL, local_bytes=moved,
                             est_cycles=lv.decode_cycles + ceil_cycles(moved / lv.memory_bandwidth),
@@ -117,14 +122,23 @@ class Decomposer:
         candidates = 0
         best = None
         caps = [ax.leaf if level + 1 == m.depth else None for ax in amap.axes]
+        pin = next((p for p in task.pin if p.level == level), None)
+        fixed_ways, fixed_pieces, pinned_order = (_pinned(pin, amap, free, node.fanout, caps, level)
+                                                  if pin else ({}, {}, None))
+        cuttable = [a for a in free if a not in fixed_pieces]
         fitted = []
-        for ways in _parallel_candidates([s // m for s, m in zip(sizes, least)], free, node.fanout):
+        for ways in _parallel_candidates([s // m for s, m in zip(sizes, least)],
+                                         [a for a in free if a not in fixed_ways],
+                                         node.fanout // math.prod(fixed_ways.values())):
             candidates += 1
+            for a, n in fixed_ways.items():
+                ways[a] = n
             # an axis a leaf may receive only so much of is cut that far from the start
-            pieces = [1 if cap is None else ceil_div(s, cap * w) for s, cap, w in zip(sizes, caps, ways)]
+            pieces = [fixed_pieces.get(a) or (1 if cap is None else ceil_div(s, cap * w))
+                      for a, (s, cap, w) in enumerate(zip(sizes, caps, ways))]
             cost = model.cost(pieces, ways)
             while (need := model.footprint(model.child_extents(pieces, ways))) > budget:
-                steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)]
+                steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, cuttable)]
                 if not steps:       # every axis is as small as its split rules allow
                     break
                 pieces, cost = min(steps, key=lambda pc: pc[1])
@@ -134,7 +148,7 @@ class Decomposer:
         for cost, pieces, ways in sorted(fitted)[:EXTRA_CUT_CANDIDATES]:
             path = [(cost, pieces)]
             for _ in range(EXTRA_CUTS):      # a few more cuts while they pay (deeper pipelining)
-                steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, free)]
+                steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, cuttable)]
                 if not steps:
                     break
                 p, c = min(steps, key=lambda pc: pc[1])
@@ -143,6 +157,12 @@ class Decomposer:
                 pieces, cost = p, c
                 path.append((cost, pieces))
             paths.append((cost, path[::-1], ways))
+        if not paths and pin:
+            raise CompileError(f"the pinned mapping ({pin.text()}) does not fit level {level + 1} "
+                               f"({child.name}) of machine '{m.name}': a child's piece needs "
+                               f"{_bytes(need)}, more than the {_bytes(budget)} per piece of a "
+                               f"{child.name} ({child.buffering} pieces in flight)", pin.where,
+                               hint="pin more serial pieces, or leave an axis to the search")
         if not paths:
             self._too_big(task, level, need, budget)
         paths.sort(key=lambda f: f[0])
@@ -154,7 +174,13 @@ class Decomposer:
         shortlist = shortlist[:EXACT_CANDIDATES[min(level, 1)]]
         best = None
         for cost, pieces, ways in shortlist:
-            schedule = model.schedule(pieces, ways)
+            # the loop order (which operand stays in the children) by the closed form
+            orders = [pinned_order] if pinned_order else model.orders(pieces, ways)
+            try:
+                cost, order = min((model.cost(pieces, ways, o), o) for o in orders)
+            except ValueError as e:      # a pinned order that puts a reduction outside
+                raise CompileError(str(e), pin.where + ".order") from None
+            schedule = model.schedule(pieces, ways, order)
             cycles = self._run_pipeline(schedule, level) if schedule.count <= EXACT_MAX_PIECES else None
             key = (cycles if cycles is not None else cost[0], cost)
             if best is None or key < best[0]:
@@ -200,11 +226,52 @@ class Decomposer:
                f"pieces in flight); chose {cut}: estimated {cost[0]:,.0f} cycles, "
                f"{cost[1]:,.0f} bytes + reduction ops")
         return NodePlan(task=task, level=level, kind=PlanKind.SPLIT, splits=splits,
+                        order=schedule.order,
                         children=totals["children"], pieces=schedule.count, busy=schedule.busy(),
                         bytes_down=totals["bytes_down"], bytes_up=totals["bytes_up"],
                         reduction_ops=totals["reduction_ops"], reduce=schedule.reduce,
                         child_reduction_ops=totals["child_reduction_ops"], est_cycles=cost[0],
                         why=why)
+
+
+def _pinned(pin, amap: AccessMap, free, fanout: int, caps, level: int):
+    """A pin's parallel ways and serial pieces by axis index, and its loop order, checked
+    against the task's axes and the node's fan-out."""
+    names = {ax.name: a for a, ax in enumerate(amap.axes)}
+
+    def axes(pairs, what):
+        out = {}
+        for name, n in pairs:
+            a = names.get(name)
+            at = f"{pin.where}.{what}.{name}"
+            if a is None:
+                raise CompileError(f"no axis '{name}': this instruction's axes are "
+                                   f"{', '.join(names)}", at, hint=did_you_mean(name, names))
+            ax = amap.axes[a]
+            if n > 1 and a not in free:
+                raise CompileError(f"axis {name} of size {ax.size} cannot be cut", at)
+            out[a] = n
+        return out
+
+    ways, pieces = axes(pin.parallel, "parallel"), axes(pin.serial, "serial")
+    if math.prod(ways.values()) > fanout:
+        raise CompileError(f"{math.prod(ways.values())} parallel parts, more than the fan-out of "
+                           f"{fanout} at level {level}", f"{pin.where}.parallel")
+    for a in set(ways) | set(pieces):
+        ax, n = amap.axes[a], ways.get(a, 1) * pieces.get(a, 1)
+        if ax.size // n < ax.least or (caps[a] and ceil_div(ax.size, n) > caps[a]):
+            what = "parallel" if a in ways else "serial"
+            raise CompileError(f"axis {ax.name} of size {ax.size} cut into {n} parts: each must "
+                               f"hold at least {ax.least}" + (f" and at most {caps[a]} (the "
+                               f"leaf's limit)" if caps[a] else ""),
+                               f"{pin.where}.{what}.{ax.name}")
+    order = None
+    if pin.order:
+        if sorted(pin.order) != sorted(names):
+            raise CompileError(f"the loop order must name every axis once: {', '.join(names)}",
+                               f"{pin.where}.order")
+        order = tuple(names[n] for n in pin.order)
+    return ways, pieces, order
 
 
 class _CostModel:
@@ -265,8 +332,22 @@ class _CostModel:
                 compute, self.footprint(ext) / self.child.memory_bandwidth)
         return c
 
-    def schedule(self, pieces, ways) -> Schedule:
-        key = (tuple(pieces), tuple(ways))
+    def orders(self, pieces, ways) -> list[tuple]:
+        """Loop orders worth trying: the axes in order, and each serially cut axis that is not a
+        reduction moved innermost of those (the operands that do not depend on it then stay in
+        the children across its pieces)."""
+        base = default_order(self.amap)
+        serial = self.schedule(pieces, ways).serial
+        cut = [a for a in base if serial[a] > 1 and not self.amap.axes[a].reduce]
+        out = [base]
+        for a in cut[:-1]:
+            rest = [b for b in base if b != a]
+            at = max(i for i, b in enumerate(rest) if not self.amap.axes[b].reduce) + 1
+            out.append(tuple(rest[:at] + [a] + rest[at:]))
+        return out
+
+    def schedule(self, pieces, ways, order: tuple | None = None) -> Schedule:
+        key = (tuple(pieces), tuple(ways), order)
         s = self._schedules.get(key)
         if s is None:
             axes = []
@@ -276,14 +357,14 @@ class _CostModel:
                     ax = self._axes[(a, n, p)] = _Axis(self.amap, a, n, p)
                 axes.append(ax)
             s = self._schedules[key] = Schedule(self.task, self.amap, pieces, ways,
-                                                self.node.broadcast, axes, self._memo)
+                                                self.node.broadcast, axes, self._memo, order)
         return s
 
-    def cost(self, pieces, ways) -> tuple:
-        key = (tuple(pieces), tuple(ways))
+    def cost(self, pieces, ways, order: tuple | None = None) -> tuple:
+        key = (tuple(pieces), tuple(ways), order)
         c = self._costs.get(key)
         if c is None:
-            c = self._costs[key] = self.schedule(pieces, ways).estimate(
+            c = self._costs[key] = self.schedule(pieces, ways, order).estimate(
                 self.node, self.child, self.child_cycles)
         return c
 
@@ -313,8 +394,9 @@ def _parallel_candidates(sizes, free, fanout):
     return maximal or [[1] * len(sizes)]
 
 
-def compile_program(program: Program, machine: Machine) -> Plan:
-    """Decompose every instruction of a checked program for a machine."""
+def compile_program(program: Program, machine: Machine, mapping=None) -> Plan:
+    """Decompose every instruction of a checked program for a machine; `mapping`
+    (`compiler.mapping.Mapping`) pins some of their cuts."""
     check_machine_shape(machine.fanouts, f"machine '{machine.name}'", f"machine '{machine.name}'")
     dec = Decomposer(machine)
     dec.program = program
@@ -331,5 +413,8 @@ def compile_program(program: Program, machine: Machine) -> Plan:
     roots = []
     for ins in program.instructions:
         dec.origin = ins
-        roots.append(dec.plan(task_of(ins, types, table), 0))
+        task = task_of(ins, types, table)
+        if mapping is not None and ins.loc is not None:
+            task = dataclasses.replace(task, pin=mapping.for_line(ins.loc.line))
+        roots.append(dec.plan(task, 0))
     return Plan(program, machine, tuple(roots), dec.reachable(roots))

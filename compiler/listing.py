@@ -21,6 +21,7 @@ def _node_json(node: NodePlan, count: int, names) -> dict:
         "receives": node.task.text(names), "count": count, "kind": node.kind,
         "splits": [{"axis": s.name, "size": s.size, "serial": s.pieces, "parallel": s.ways,
                     "reduce": _name(s.reduce)} for s in node.splits if s.pieces * s.ways > 1],
+        "loop_order": [node.splits[a].name for a in node.order if node.splits[a].pieces > 1],
         "pieces": node.pieces, "busy_children": node.busy,
         "emits": [{"instruction": t.text(names), "count": n} for t, n in node.children],
         "sub_instructions": node.child_instructions,
@@ -107,7 +108,9 @@ def _node_lines(node: NodePlan, count: int, lv: int, m, names) -> list[str]:
     cuts = "; ".join(s.text() for s in node.splits if s.pieces * s.ways > 1) or "not cut"
     out = [head + "receives " + node.task.text(names),
            f"      split {cuts} -> {node.pieces:,} serial piece{'s' if node.pieces > 1 else ''}, "
-           f"{node.busy} of {m.levels[lv].fanout} children busy",
+           f"{node.busy} of {m.levels[lv].fanout} children busy"
+           + (f"; loop order {', '.join(o)} (outermost first)" if len(o := [
+               node.splits[a].name for a in node.order if node.splits[a].pieces > 1]) > 1 else ""),
            f"      emits {node.child_instructions:,} sub-instructions:"]
     for t, n in node.children[:SHOW_TASKS]:
         out.append(f"        {n:,} x {t.text(names)}")

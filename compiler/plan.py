@@ -50,6 +50,7 @@ class NodePlan:
     level: int
     kind: PlanKind
     splits: tuple[AxisSplit, ...] = ()
+    order: tuple[int, ...] = ()                     # loop order over the splits' axes, outermost first
     children: tuple[tuple[Task, int], ...] = ()     # distinct child tasks, and how many receive each
     pieces: int = 1                                 # serial pieces
     busy: int = 0                                   # children given work in a full piece

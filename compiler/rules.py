@@ -69,6 +69,8 @@ class Task:
     types: tuple[TensorType, ...]
     attrs: tuple[tuple[str, object], ...]
     ext: tuple | None = None        # an extension's (declaration, earlier declarations)
+    pin: tuple = ()                 # a pinned mapping's constraints on this task's subtree
+                                    # (`compiler.mapping.Pin`s): planned apart from unpinned ones
 
     @property
     def attr(self) -> dict:
@@ -407,7 +409,7 @@ def sub_task(task: Task, amap: AccessMap, starts, extents) -> tuple[Task, tuple]
         (pt, pb), (pl, pr) = window_pads[:2]
         pad = pt if pt == pl == pb == pr else (pt, pl, pb, pr)
         attrs = tuple((k, pad if k == "pad" else v) for k, v in attrs)
-    return Task(task.opcode, tuple(types), attrs, task.ext), tuple(regions)
+    return Task(task.opcode, tuple(types), attrs, task.ext, task.pin), tuple(regions)
 
 
 def task_of(instruction, types: dict, table: dict | None = None) -> Task:

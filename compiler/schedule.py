@@ -35,7 +35,8 @@ from compiler.rules import (MERGES, AccessMap, DimKind, Reduction, Task, access_
                             ceil_cycles, combine_ops, merge_ops, split_ranges, sub_task)
 from isa.program import TensorType
 
-__all__ = ["PieceWork", "StageTimes", "Schedule", "kept_axis", "stage_times"]
+__all__ = ["PieceWork", "StageTimes", "Schedule", "check_order", "default_order", "kept_axis",
+           "operand_loads", "stage_times"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -110,6 +111,38 @@ def stage_times(work: PieceWork, node, child) -> StageTimes:
         reduce=ceil_cycles(work.reduce_ops / node.lfu_ops_per_cycle))
 
 
+def default_order(amap: AccessMap) -> tuple:
+    """The axes in their order, reduction axes innermost."""
+    return tuple(sorted(range(len(amap.axes)), key=lambda a: amap.axes[a].reduce is not None))
+
+
+def check_order(amap: AccessMap, order: tuple, serial: list[int]):
+    """A loop order is every axis once, with the serially cut reduction axes inside every
+    serially cut axis that is not one (the pieces adding up to one output region follow each
+    other)."""
+    if sorted(order) != list(range(len(amap.axes))):
+        raise ValueError(f"loop order {order} is not a permutation of the {len(amap.axes)} axes")
+    cut = [a for a in order if serial[a] > 1]
+    red = [i for i, a in enumerate(cut) if amap.axes[a].reduce]
+    if red and red[0] < len(cut) - len(red):
+        raise ValueError(f"loop order {order}: a cut reduction axis is outside a cut axis "
+                         f"that is not a reduction")
+
+
+def operand_loads(order: tuple, deps, pieces, first) -> bool:
+    """Whether a piece loads an input operand, its children keeping it otherwise. Consecutive
+    pieces in the loop order give every child the same region of an operand until an axis it
+    depends on moves: the operand loads in a piece iff every axis inside its innermost cut
+    dependency is at its first piece (`first[a]`). Which operand stays resident (the
+    stationarity of weights or inputs; the kept partial results are the outputs') thus follows
+    from the loop order."""
+    inner = -1
+    for j, a in enumerate(order):
+        if a in deps and pieces[a] > 1:
+            inner = j
+    return all(first[a] for a in order[inner + 1:])
+
+
 def kept_axis(amap: AccessMap, parts: list[int]) -> int | None:
     """The reduction axis whose partial results the children keep across serial pieces, or None.
     `parts[a]` is how many child ranges axis a is cut into over all pieces."""
@@ -123,8 +156,8 @@ def kept_axis(amap: AccessMap, parts: list[int]) -> int | None:
 class _AxisKind:
     extent: int                 # the length of its pieces
     groups: tuple               # its child ranges grouped by signature: ((start, extent, count), ...)
-    first: bool                 # the axis's first piece (tracked along reduction axes only)
-    last: bool
+    first: bool                 # the axis's first piece
+    last: bool                  # the axis's last piece (tracked along reduction axes only)
     sig: tuple                  # what the work of a piece depends on: equal for equal work
     lengths: tuple              # per group, per operand: its region's length along this axis
     sums: tuple                 # per operand: the sum of those lengths over the child ranges
@@ -154,8 +187,9 @@ class _Axis:
         hi = n
         while hi > lo and (hi == n or not self._interior(*self._range(hi - 1))):
             hi -= 1
-        for i in range(lo):                         # ... each get their own signature
-            self._add(i, 1, (i == 0, i == n - 1) if ends else (False, False))
+        for i in range(lo):                         # ... each get their own signature (the
+            # first piece always: an operand that does not depend on the axes inside it loads then)
+            self._add(i, 1, (i == 0, i == n - 1 and ends))
         for i, j in ((lo, min(r, hi)), (max(r, lo), hi)):   # unclipped, of one extent each
             if j > i:
                 self._add(i, j - i, (False, False))
@@ -236,9 +270,10 @@ class Schedule:
     """The serial pieces of a task split `pieces` x `ways` per axis, grouped into kinds."""
 
     def __init__(self, task: Task, amap: AccessMap, pieces, ways, broadcast: bool, axes=None,
-                 memo: dict | None = None):
-        """`axes` and `memo` let schedules of one task share per-axis kinds and piece work (the
-        compiler's search builds many)."""
+                 memo: dict | None = None, order: tuple | None = None):
+        """`order` is the loop order, outermost axis first (default: the axes in their order,
+        reduction axes innermost); `axes` and `memo` let schedules of one task share per-axis kinds
+        and piece work (the compiler's search builds many)."""
         self.task, self.amap, self.broadcast = task, amap, broadcast
         self.memo = {} if memo is None else memo
         self.pieces, self.ways = tuple(pieces), tuple(ways)
@@ -249,8 +284,9 @@ class Schedule:
         cut = [a for a in self.red_axes if parts[a] > 1]
         self.reduce = amap.axes[cut[0]].reduce if cut else None     # the g this split needs
         self.kept = kept_axis(amap, parts)
-        # loop order, outermost first: a reduction axis innermost
-        self.order = sorted(range(len(self.axes)), key=lambda a: amap.axes[a].reduce is not None)
+        self.serial = [sum(n for _, n in ax.runs) for ax in self.axes]    # pieces per axis
+        self.order = tuple(order) if order else default_order(amap)
+        check_order(amap, self.order, self.serial)
         self._work: dict = {}
         if "operands" not in self.memo:
             # per operand: bytes of one element times its whole and broadcast dimensions, and
@@ -271,7 +307,7 @@ class Schedule:
     def of(cls, node, broadcast: bool) -> "Schedule":
         """The schedule of a split NodePlan."""
         return cls(node.task, access_map(node.task), [s.pieces for s in node.splits],
-                   [s.ways for s in node.splits], broadcast)
+                   [s.ways for s in node.splits], broadcast, order=node.order or None)
 
     # ------------------------------------------------------------ pieces
     @property
@@ -320,10 +356,11 @@ class Schedule:
         if w is None:
             ak = tuple(self.axes[a].kinds[k] for a, k in enumerate(kind))
             slots = self.axes[self.kept].slots if self.kept is not None else 0
-            key = ("work", tuple(k.sig for k in ak), self.kept, slots, self.reduce)
+            loads = self._loads(ak)
+            key = ("work", tuple(k.sig for k in ak), self.kept, slots, self.reduce, loads)
             w = self.memo.get(key)
             if w is None:
-                w = self.memo[key] = self._compute(ak)
+                w = self.memo[key] = self._compute(ak, loads)
             self._work[kind] = w
         return w
 
@@ -335,7 +372,13 @@ class Schedule:
             out[t] = out.get(t, 0) + n
         return tuple(out.items())
 
-    def _compute(self, ak: tuple) -> PieceWork:
+    def _loads(self, ak: tuple) -> tuple:
+        """Per input operand, whether a piece of these axis kinds loads it (`operand_loads`)."""
+        deps = self._operands[1]
+        return tuple(operand_loads(self.order, deps[i], self.serial, [k.first for k in ak])
+                     for i in range(self.n_out, len(self.task.types)))
+
+    def _compute(self, ak: tuple, loads: tuple) -> PieceWork:
         task = self.task
         base, deps = self._operands
         per_child = [k.count for k in ak]
@@ -363,7 +406,8 @@ class Schedule:
                 most = max(most, total)
             return most
 
-        inputs, outputs = range(self.n_out, len(task.types)), range(self.n_out)
+        inputs = [i for i, fresh in zip(range(self.n_out, len(task.types)), loads) if fresh]
+        outputs = range(self.n_out)
         load = sum(sent(i, [1] * len(ak) if self.broadcast else per_child) for i in inputs)
         reduce_ops = child_ops = child_max = 0
         stores = per_child

@@ -87,6 +87,12 @@ def checked_machine(args):
     return api.build_machine(args.machine, args.depth, args.fanout)
 
 
+def mapping_args(p: argparse.ArgumentParser):
+    p.add_argument("--mapping", metavar="FILE.toml",
+                   help="pin some instructions' cuts: parallel ways, serial pieces, loop order "
+                        "per level (docs/compiler.md, \"Pinned mappings\")")
+
+
 def data_args(p: argparse.ArgumentParser):
     p.add_argument("--input", "-i", action="append", default=[], metavar="NAME=FILE.npy",
                    help="data for an input or param tensor (repeatable)")
@@ -116,6 +122,7 @@ def build_parser() -> argparse.ArgumentParser:
     r.add_argument("--trace", metavar="FILE.json",
                    help="write a Chrome/Perfetto trace of every node's pipeline (implies --exact)")
     machine_args(r)
+    mapping_args(r)
     data_args(r)
     lib_args(r)
 
@@ -124,6 +131,7 @@ def build_parser() -> argparse.ArgumentParser:
     k.add_argument("--json", action="store_true", help="print the plan as JSON")
     k.add_argument("--summary", action="store_true", help="print only the per-level totals")
     machine_args(k)
+    mapping_args(k)
     lib_args(k)
 
     c2 = sub.add_parser("compare", help="two programs side by side on one machine (timing only)")
@@ -187,6 +195,7 @@ def _cmd_run(args, out) -> int:
         machine = checked_machine(args)
         res = api.run(args.file, machine, functional=not args.timing_only, inputs=args.input,
                       inputs_npz=args.inputs, seed=args.seed, exact=args.exact, trace=args.trace,
+                      mapping=args.mapping,
                       progress=_progress if sys.stderr.isatty() and not args.json else None)
         report, outputs, text = res.to_json(), res.outputs, res.text()
     if args.save_outputs:
@@ -207,7 +216,7 @@ def _cmd_compile(args, out) -> int:
     # lazy: the API and the compiler load numpy (~0.2 s), not needed for --help
     from fractal import api
     from compiler import plan_json, plan_text
-    plan = api.compile(args.file, checked_machine(args))
+    plan = api.compile(args.file, checked_machine(args), args.mapping)
     if args.json:
         strict_json.dump(plan_json(plan), out)
     else:

@@ -35,8 +35,8 @@ from tests.fuzz.exhaust import (CONTRACT_BYTES, CONTRACT_SECONDS, contract_probl
 
 KINDS = CASE_KINDS + ("exhaust",)
 #: share of each kind in the campaign
-WEIGHTS = {"valid": 0.14, "program": 0.19, "machine": 0.13, "data": 0.13, "args": 0.11,
-           "files": 0.09, "limits": 0.09, "exhaust": 0.12}
+WEIGHTS = {"valid": 0.13, "program": 0.18, "machine": 0.12, "data": 0.12, "args": 0.11,
+           "files": 0.08, "limits": 0.08, "mapping": 0.06, "exhaust": 0.12}
 REAL_EVERY = 100
 
 

@@ -39,7 +39,7 @@ from tests.fuzz import mutate
 from tests.strategies import any_program, close_to_reference, machine_toml, random_machine
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("valid", "program", "machine", "data", "args", "files", "limits")
+KINDS = ("valid", "program", "machine", "data", "args", "files", "limits", "mapping")
 CASE_SECONDS = 30           # a case that runs longer is reported as a hang
 
 
@@ -331,18 +331,70 @@ def limits_case(rng) -> Case:
     return Case("limits", how, argv, {"m.toml": mutate.toml_text(base).encode()}, 2, "machine")
 
 
+def mapping_case(rng) -> Case:
+    """A mapping file of random pins (axes, counts and loop orders drawn near the program's own,
+    so that many hold), maybe mutated in its text or one of its values, for compile or run on a
+    random machine. A run that succeeds must still compute the reference's outputs."""
+    from fractal import api
+    from isa.errors import FractalError
+    program = _small_program(rng)
+    machine = random_machine(rng, max_leaves=64)
+    lines = [ins.loc.line for ins in program.instructions if ins.loc is not None]
+    try:
+        roots = api.compile(program, machine).roots
+        axes = {ins.loc.line: [s.name for s in r.splits]
+                for ins, r in zip(program.instructions, roots) if ins.loc is not None}
+    except FractalError:
+        axes = {}
+    pins = []
+    for _ in range(int(rng.integers(1, 4))):
+        line = _pick(rng, lines) if rng.random() < 0.9 else int(rng.integers(0, 100))
+        if any(p["line"] == line for p in pins) and rng.random() < 0.8:
+            continue                # a second pin of a line is mostly a duplicate: rarely
+        names = axes.get(line) or ["M", "N", "K"]
+        pin = {"line": line}
+        if rng.random() < 0.5:
+            pin["level"] = int(rng.integers(0, machine.depth + (rng.random() < 0.2)))
+        for key, most in (("parallel", 5), ("serial", 9)):
+            if rng.random() < 0.6:
+                chosen = [a for a in names if rng.random() < 0.5]
+                pin[key] = {a: int(rng.integers(1, most)) for a in chosen}
+        if rng.random() < 0.4:
+            pin["order"] = [names[i] for i in rng.permutation(len(names))]
+        pins.append(pin)
+    text = mutate.toml_text({"pin": pins})
+    how = "pins"
+    if rng.random() < 0.3:
+        data, how = mutate.mutate_text(rng, text)
+    else:
+        if rng.random() < 0.3:
+            pin = _pick(rng, pins)
+            key = _pick(rng, list(pin) + ["extra"])
+            pin[key] = _pick(rng, [0, -1, "x", 1.5, True, [1], {"Z": 2}, 10**30, ["M", "M"]])
+            how = f"value:{key}"
+        data = mutate.toml_text({"pin": pins}).encode()
+    files = {"p.fasm": program.source.encode(), "m.toml": machine_toml(machine).encode(),
+             "map.toml": data}
+    argv = _pick(rng, [["compile", "p.fasm", "--machine", "m.toml", "--mapping", "map.toml",
+                        "--summary"],
+                       ["run", "p.fasm", "--machine", "m.toml", "--mapping", "map.toml",
+                        "--json", "--seed", "3"]])
+    return Case("mapping", how, argv, files, None, "mapping", program, machine)
+
+
 def _big_root() -> bytes:
-    """`tiny` with a root memory of 10**30 bytes: any tensor fits, timing-only runs."""
+    """`tiny` with a root memory of 1 EiB, the most a machine file allows: timing-only runs."""
     from machine import preset
     from dataclasses import replace
     m = preset("tiny")
-    m = replace(m, name="bigroot", levels=(replace(m.levels[0], memory_bytes=10**30),
+    m = replace(m, name="bigroot", levels=(replace(m.levels[0], memory_bytes=2**60),
                                            *m.levels[1:]))
     return machine_toml(m).encode()
 
 
 MAKERS = {"valid": valid_case, "program": program_case, "machine": machine_case,
-          "data": data_case, "args": args_case, "files": files_case, "limits": limits_case}
+          "data": data_case, "args": args_case, "files": files_case, "limits": limits_case,
+          "mapping": mapping_case}
 
 
 def make_case(rng, kind: str) -> Case:
@@ -468,6 +520,16 @@ def _args_located(where: str, message: str, case: Case) -> bool:
     return _program_located(where, message) or any(where.startswith(a) for a in case.argv[1:] if a)
 
 
+def _mapping_located(where: str, message: str) -> bool:
+    if where.startswith("map.toml: ") and len(where) > len("map.toml: "):
+        return True                                  # FILE: pin[i].KEY
+    if FILE_LINE_COL.match(where) and where.startswith("map.toml:"):
+        return True                                  # FILE:LINE:COL of a TOML syntax error
+    if where == "--mapping" and "map.toml" in message:
+        return True                                  # the file itself (not UTF-8, ...)
+    return _machine_located(where, message)          # a program that cannot fit the machine
+
+
 def located(case: Case, stderr: str) -> list[str]:
     """The rejection problems of a status-2 outcome: unlocated or wrongly located errors."""
     lines = error_lines(stderr)
@@ -482,6 +544,7 @@ def located(case: Case, stderr: str) -> list[str]:
               "machine": lambda: _machine_located(where, message),
               "data": lambda: _data_located(where, message, case),
               "args": lambda: _args_located(where, message, case),
+              "mapping": lambda: _mapping_located(where, message),
               "any": lambda: True}[case.locate]()
         if not ok and case.kind == "limits":
             ok = _args_located(where, message, case) or _machine_located(where, message)
@@ -522,7 +585,23 @@ def check_case(case: Case, outcome: Outcome) -> list[str]:
             problems.append("two runs of the same input printed different JSON")
     if case.kind == "valid" and outcome.status == 0 and case.program is not None:
         problems += check_valid(case)
+    if case.kind == "mapping" and outcome.status == 0 and case.argv[0] == "run":
+        problems += check_pinned(case, outcome.stdout)
     return problems
+
+
+def check_pinned(case: Case, stdout: str) -> list[str]:
+    """A pinned run's outputs are the reference's; its JSON keeps the bound at most 1."""
+    import tempfile
+    from fractal import api
+    report = json.loads(stdout)
+    if not 0 < report["fraction_of_bound"] <= 1:
+        return [f"fraction_of_bound {report['fraction_of_bound']} outside (0, 1]"]
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "map.toml"
+        path.write_bytes(case.files["map.toml"])
+        got = api.run(case.program, case.machine, seed=3, mapping=path).outputs
+    return compare_outputs(got, api.reference(case.program, seed=3).outputs)
 
 
 def check_valid(case: Case) -> list[str]:

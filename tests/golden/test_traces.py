@@ -57,37 +57,38 @@ def test_two_pieces_contend_for_the_root_port():
 
     One piece per leaf does not fit: cutting M two ways a leaf would hold a[8,1] 32 B + b 16 B
     + c[8,4] 128 B = 176 B; cutting N two ways, 64 + 8 + 128 = 200 B. With M also cut into 2
-    serial pieces either way fits (96 B or 104 B) and moves the same bytes: per piece 48 B
-    down (the operand both leaves share goes once) and 2 x 64 B up. The trace below holds for
-    either choice: a leaf's link carries 32 B or 40 B, 4 or 5 cycles, under the port's 6, and
-    its RUN is 2*4*4*1 or 2*8*2*1 = 32 ops either way, its operands 96 B or 104 B.
+    serial pieces either way fits (96 B or 104 B) and moves the same bytes: 48 B down in the
+    first piece (the operand both leaves share goes once), 32 B in the second (b does not
+    depend on M: the leaves keep it), and 2 x 64 B up per piece. The trace below holds for
+    either choice: a leaf's link carries at most 40 B, 5 cycles, under the port's 6 (then 4),
+    and its RUN is 2*4*4*1 or 2*8*2*1 = 32 ops either way, its operands 96 B or 104 B.
 
       ID   root decode                                                 0 ->  3
       LD 0 port 48 B / 8 = 6 (3-9); link <= 6 adds 0; + latency 10       3 -> 19
-      LD 1 the second slot: queued for the port 3-9, holds it 9-15; + 10  3 -> 25
+      LD 1 the second slot: 32 B, queued for the port 3-9, holds it 9-13; + 10   3 -> 23
       EX 0 leaves: decode 1 (19-20); RUN 32 ops / 8 = 4
            (memory <= 104 B / 64 -> 2, less)                           19 -> 24
       WB 0 port 2 x 64 B = 128 B / 8 = 16 (24-40); link 64 / 8 = 8 adds 0; + 10   24 -> 50
-      EX 1 loaded at 25, the leaves free since 24: 1 + 4                 25 -> 30
-      WB 1 queued for the port 30-40 behind WB 0, holds it 40-56; + 10   30 -> 66
+      EX 1 loaded at 23, the leaves free at 24: 1 + 4                    24 -> 29
+      WB 1 queued for the port 29-40 behind WB 0, holds it 40-56; + 10   29 -> 66
     No reduction axis is cut, so no RD: 66 cycles.
     """
     plan = fractal.compile(OUTER, machine("pipe2"))
     root = plan.roots[0]
-    assert (root.pieces, root.busy, root.bytes_down, root.bytes_up) == (2, 2, 96, 256)
+    assert (root.pieces, root.busy, root.bytes_down, root.bytes_up) == (2, 2, 80, 256)
     cycles, events = trace(plan)
     assert cycles == [66]
     assert events == literal([
         ("0", "ID", -1, 0, 3),
-        ("0", "LD", 0, 3, 19), ("0", "LD", 1, 3, 25),
+        ("0", "LD", 0, 3, 19), ("0", "LD", 1, 3, 23),
         ("0", "EX", 0, 19, 24),
         ("0.0", "ID", -1, 19, 20), ("0.1", "ID", -1, 19, 20),
         ("0.0", "RUN", 0, 20, 24), ("0.1", "RUN", 0, 20, 24),
         ("0", "WB", 0, 24, 50),
-        ("0", "EX", 1, 25, 30),
-        ("0.0", "ID", -1, 25, 26), ("0.1", "ID", -1, 25, 26),
-        ("0.0", "RUN", 0, 26, 30), ("0.1", "RUN", 0, 26, 30),
-        ("0", "WB", 1, 30, 66),
+        ("0", "EX", 1, 24, 29),
+        ("0.0", "ID", -1, 24, 25), ("0.1", "ID", -1, 24, 25),
+        ("0.0", "RUN", 0, 25, 29), ("0.1", "RUN", 0, 25, 29),
+        ("0", "WB", 1, 29, 66),
     ])
 
 
@@ -106,37 +107,39 @@ def test_the_shared_operand_is_broadcast_once_per_piece():
 
     The root cuts M into 2 serial pieces of 2 parallel parts: per piece each leaf receives
     a[4,16] (256 B) and all of b (128 B), and returns c[4,2] (32 B). b is the same for both
-    leaves, so it crosses the root's port once per piece: 2 x 256 + 128 = 640 B per piece
-    (768 B without broadcast), 1,280 B for the two pieces.
+    leaves, so it crosses the root's port once: 2 x 256 + 128 = 640 B in the first piece
+    (768 B without broadcast); b does not depend on M, so the leaves keep it and the second
+    piece loads a's 512 B alone: 1,152 B for the two pieces.
 
       ID   root decode                                                 0 ->   2
       LD 0 port 640 / 16 = 40 (2-42); link 384 / 12 = 32 adds 0; + 20   2 ->  62
-      LD 1 queued for the port 2-42, holds it 42-82; + 20                2 -> 102
+      LD 1 queued for the port 2-42, holds it 42-74 (512 / 16); link 256 / 12 -> 22
+           adds 0; + 20                                                  2 ->  94
       EX 0 leaves: decode 1 (62-63); RUN 2*4*2*16 = 256 ops / 8 = 32
            (memory 256 + 128 + 32 = 416 B / 32 = 13, less)            62 ->  95
       WB 0 port 2 x 32 = 64 B / 16 = 4 (95-99); link 32 / 12 -> 3 adds 0; + 20    95 -> 119
-      EX 1 loaded at 102: 1 + 32                                      102 -> 135
-      WB 1 the port is free: 4 + 20                                   135 -> 159
-    159 cycles.
+      EX 1 loaded at 94, the leaves free at 95: 1 + 32                 95 -> 128
+      WB 1 the port is free: 4 + 20                                   128 -> 152
+    152 cycles.
     """
     plan = fractal.compile(SHARED, machine("bcast"))
     root = plan.roots[0]
     assert [(s.name, s.pieces, s.ways) for s in root.splits] == [("M", 2, 2), ("N", 1, 1),
                                                                    ("K", 1, 1)]
-    assert (root.bytes_down, root.bytes_up) == (2 * 640, 2 * 64)
+    assert (root.bytes_down, root.bytes_up) == (640 + 512, 2 * 64)
     cycles, events = trace(plan)
-    assert cycles == [159]
+    assert cycles == [152]
     assert events == literal([
         ("0", "ID", -1, 0, 2),
-        ("0", "LD", 0, 2, 62), ("0", "LD", 1, 2, 102),
+        ("0", "LD", 0, 2, 62), ("0", "LD", 1, 2, 94),
         ("0", "EX", 0, 62, 95),
         ("0.0", "ID", -1, 62, 63), ("0.1", "ID", -1, 62, 63),
         ("0.0", "RUN", 0, 63, 95), ("0.1", "RUN", 0, 63, 95),
         ("0", "WB", 0, 95, 119),
-        ("0", "EX", 1, 102, 135),
-        ("0.0", "ID", -1, 102, 103), ("0.1", "ID", -1, 102, 103),
-        ("0.0", "RUN", 0, 103, 135), ("0.1", "RUN", 0, 103, 135),
-        ("0", "WB", 1, 135, 159),
+        ("0", "EX", 1, 95, 128),
+        ("0.0", "ID", -1, 95, 96), ("0.1", "ID", -1, 95, 96),
+        ("0.0", "RUN", 0, 96, 128), ("0.1", "RUN", 0, 96, 128),
+        ("0", "WB", 1, 128, 152),
     ])
 
 

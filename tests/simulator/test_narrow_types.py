@@ -22,7 +22,6 @@ import numpy as np
 import pytest
 
 import fractal
-from compiler import plan_stats
 from isa.errors import UserError
 from isa.program import DTYPES, TensorType
 from isa.reference import cast_array, generate_feeds, load_feeds, run_reference, save_outputs
@@ -384,16 +383,6 @@ matmul y, x, w
 """
 
 
-def _halved(m):
-    return replace(m, levels=tuple(replace(lv, memory_bytes=lv.memory_bytes // 2) for lv in m.levels))
-
-
-def _cuts(plan):
-    """Each level's instruction count and the shapes of the tasks planned there."""
-    return ([r.instructions for r in plan_stats(plan)[0]],
-            sorted((level, tuple(t.shape for t in task.types)) for task, level in plan.table))
-
-
 def test_sizes_follow_dtypes():
     assert DTYPES == {"f32": 4, "i32": 4, "f16": 2, "bf16": 2, "i8": 1}
     assert TensorType("f16", (3, 5)).nbytes * 2 == TensorType("f32", (3, 5)).nbytes
@@ -402,24 +391,19 @@ def test_sizes_follow_dtypes():
 
 @pytest.mark.parametrize("machine", ["tiny", "f1"])
 def test_f16_moves_half_the_bytes_of_f32_where_the_plans_cut_alike(machine):
-    """The compiler counts bytes from DTYPES, so the same cuts of an f16 program move exactly half
-    the bytes of its f32 version at every level. The planner may cut differently, because smaller
-    pieces fit differently and its cost weighs bytes against fixed compute (on `tiny` the f16
-    plan takes other leaf tiles, and may even move more bytes in all): so the f16 program is
-    compiled on the machine and on a copy with every memory halved (where an f16 piece of the
-    f32 plan's shape fills the same fraction of memory). On f1 at least one of the two cuts like
-    the f32 plan; wherever one does, every level's bytes in, out and local are exactly half."""
+    """The compiler counts bytes from DTYPES, so the same cuts of an f16 task move exactly half
+    the bytes of its f32 version. The planner may cut f16 differently (smaller pieces fit
+    differently, and its cost weighs bytes against fixed compute), so every split node of the f32
+    plan is scheduled again for the f16 task with the same pieces, ways and loop order."""
+    from compiler.rules import access_map
+    from compiler.schedule import Schedule
     m = fractal.build_machine(machine)
     f32 = fractal.compile(MLP.format(d="f32"), m)
-    want = plan_stats(f32)[0]
-    alike = 0
-    for mh in (m, _halved(m)):
-        f16 = fractal.compile(MLP.format(d="f16"), mh)
-        got = plan_stats(f16)[0]
-        if _cuts(f16) == _cuts(f32):
-            alike += 1
-            for a, b in zip(want, got):
-                assert (2 * b.bytes_in, 2 * b.bytes_out, 2 * b.local_bytes) == \
-                       (a.bytes_in, a.bytes_out, a.local_bytes), a.name
-    if machine == "f1":
-        assert alike >= 1
+    nodes = [n for n in f32.table.values() if n.splits]
+    assert nodes
+    for n in nodes:
+        task = replace(n.task, types=tuple(TensorType("f16", t.shape) for t in n.task.types))
+        half = Schedule(task, access_map(task), [s.pieces for s in n.splits],
+                        [s.ways for s in n.splits], m.levels[n.level].broadcast,
+                        order=n.order).totals()
+        assert (2 * half["bytes_down"], 2 * half["bytes_up"]) == (n.bytes_down, n.bytes_up)
