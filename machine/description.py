@@ -12,14 +12,16 @@ the simulator and the front end may all use it.
 from __future__ import annotations
 
 import math
+import os
 import re
+import stat
 import tomllib
 import dataclasses
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from isa.errors import ErrorGroup, UserError, did_you_mean
-from machine.limits import check_machine_shape
+from machine.limits import check_depth, check_machine_shape
 
 __all__ = ["Level", "Compute", "Machine", "load_machine", "machine_from_dict", "preset",
            "read_toml", "PRESETS", "PRESET_DIR", "OP_CLASSES", "DEFAULT_BUFFERING", "DTYPE_NAMES"]
@@ -176,6 +178,7 @@ class Machine:
         depth = self.depth if depth is None else depth
         if depth < 1:
             raise UserError(f"depth must be at least 1, got {depth}", "--depth")
+        check_depth(depth, "--depth")
         middles = list(self.levels[1:-1]) or [self.levels[0]]
         inner = [middles[min(i, len(middles) - 1)] for i in range(depth - 1)]
         levels = [self.levels[0], *inner, self.levels[-1]]
@@ -246,6 +249,34 @@ _TOP_KEYS = {"name": _STR, "frequency_hz": _NUM, "description": _STR, "level": "
              "note": _STR}
 
 
+#: the physically sane range of each number a machine file states, (least, most, in words), in
+#: the key's own unit (docs/machines.md, "Value ranges"): wider than any machine built or planned
+#: (a 1 kHz test clock to a 100 GHz one; a byte of memory to an exbibyte), narrow enough that no
+#: product of them overflows or vanishes in a report
+RANGES = {
+    "frequency_hz": (1e3, 1e11, "1 kHz to 100 GHz"),
+    "memory_bytes": (1, 2**60, "1 byte to 1 EiB"),
+    "memory_bandwidth": (1e-6, 1e9, "1e-6 to 1e9 bytes/cycle"),
+    "link_bandwidth": (1e-6, 1e9, "1e-6 to 1e9 bytes/cycle"),
+    "link_latency": (0, 10**9, "0 to 1e9 cycles"),
+    "decode_cycles": (0, 10**9, "0 to 1e9 cycles"),
+    "lfu_ops_per_cycle": (1e-6, 1e9, "1e-6 to 1e9 ops/cycle"),
+    "memory_pj_per_byte": (0, 1e6, "0 to 1e6 pJ/byte"),
+    "link_pj_per_byte": (0, 1e6, "0 to 1e6 pJ/byte"),
+    "static_watts": (0, 1e6, "0 to 1e6 W per node"),
+    "buffering": (1, 64, "1 to 64 pieces"),
+    "mac_ops_per_cycle": (1e-6, 1e9, "1e-6 to 1e9 ops/cycle"),
+    "elementwise_ops_per_cycle": (1e-6, 1e9, "1e-6 to 1e9 ops/cycle"),
+    "compare_ops_per_cycle": (1e-6, 1e9, "1e-6 to 1e9 ops/cycle"),
+    "mac_pj_per_op": (0, 1e6, "0 to 1e6 pJ/op"),
+    "elementwise_pj_per_op": (0, 1e6, "0 to 1e6 pJ/op"),
+    "compare_pj_per_op": (0, 1e6, "0 to 1e6 pJ/op"),
+    "array_fill_cycles": (0, 10**9, "0 to 1e9 cycles"),
+    "vector_width": (1, 2**20, "1 to 1,048,576 lanes"),
+    **{d: (1e-6, 1e9, "1e-6 to 1e9 ops/cycle") for d in DTYPE_NAMES},
+}
+
+
 def _kind_ok(v, kind) -> bool:
     if kind == _INT:
         return isinstance(v, int) and not isinstance(v, bool)
@@ -282,6 +313,9 @@ def _check_value(key: str, v, kind: str, positive: bool | None, at: str, errors:
         errors.append(UserError(f"'{key}' must be positive, got {v}", at))
     elif positive is False and v < 0:
         errors.append(UserError(f"'{key}' must not be negative, got {v}", at))
+    elif key in RANGES and not RANGES[key][0] <= v <= RANGES[key][1]:
+        errors.append(UserError(f"'{key}' must lie in the range {RANGES[key][2]}, got {v:g}", at,
+                                hint="see docs/machines.md, \"Value ranges\""))
 
 
 def _check_compute(c: dict, path: str, where, errors: list):
@@ -365,6 +399,8 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
     if freq is not None and (not _kind_ok(freq, _NUM) or freq <= 0):
         errors.append(UserError(f"'frequency_hz' must be a positive number, got {freq!r}",
                                 where("frequency_hz")))
+    elif freq is not None:
+        _check_value("frequency_hz", freq, _NUM, True, where("frequency_hz"), errors)
     raw_levels = data.get("level")
     if not isinstance(raw_levels, list) or len(raw_levels) < 2:
         errors.append(UserError("a machine needs at least two [[level]] tables (a root and a leaf)",
@@ -432,18 +468,39 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
                    compute=compute, description=data.get("description", ""))
 
 
+#: the largest TOML file read (machine, mapping, explore and factor files are a few KiB)
+MAX_TOML_BYTES = 4 * 2**20
+
+
 def read_toml(path: str | Path, what: str, where: str) -> dict:
     """The table of a TOML file; a missing or unreadable file is located at `where` (the
     argument that named it), a syntax error at file:line:col."""
     path = Path(path)
     try:
-        text = path.read_text(encoding="utf-8")
+        info = os.stat(path)
+        if stat.S_ISDIR(info.st_mode):
+            raise UserError(f"cannot read {what} {path}: it is a directory", where)
+        if not stat.S_ISREG(info.st_mode):       # a pipe or device could block or never end
+            raise UserError(f"cannot read {what} {path}: not a regular file (a device, pipe or "
+                            f"socket)", where)
+        if info.st_size > MAX_TOML_BYTES:
+            raise UserError(f"{what} {path} has {info.st_size:,} bytes, over the limit of "
+                            f"{MAX_TOML_BYTES:,}", where)
+        data = path.read_bytes()[:MAX_TOML_BYTES + 1]
     except FileNotFoundError:
         raise UserError(f"{what} not found: {path}", where) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise UserError(f"cannot read {what} {path}: {e}", where) from None
+    except (OSError, ValueError) as e:
+        raise UserError(f"cannot read {what} {path}: {getattr(e, 'strerror', None) or e}",
+                        where) from None
+    try:
+        text = data.decode("utf-8-sig")        # a byte-order mark is allowed
+    except UnicodeDecodeError as e:
+        raise UserError(f"cannot read {what} {path}: not UTF-8 (byte {e.start:,})", where) from None
     try:
         return tomllib.loads(text)
+    except RecursionError:
+        raise UserError(f"invalid TOML in {path}: arrays or tables nested too deeply",
+                        where) from None
     except tomllib.TOMLDecodeError as e:
         m = re.search(r"\(at line (\d+), column (\d+)\)", str(e))
         if m:

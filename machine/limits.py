@@ -17,7 +17,7 @@ import math
 
 from isa.errors import UserError, env_limit
 
-__all__ = ["LIMITS", "limit", "check_machine_shape"]
+__all__ = ["LIMITS", "limit", "check_depth", "check_machine_shape"]
 
 #: name -> (environment variable, default, what it bounds)
 LIMITS = {
@@ -39,11 +39,16 @@ def _over(name: str, what: str, value: int, where) -> UserError:
                      f"set {var} to raise it)", where)
 
 
+def check_depth(depth: int, where) -> None:
+    """Refuse a depth over the limit before anything of that size is built."""
+    if depth > limit("depth"):
+        raise _over("depth", "the machine's depth is", depth, where)
+
+
 def check_machine_shape(fanouts, where_depth, where_fanout) -> None:
     """Refuse a machine too deep, too wide or with too many leaves to model."""
+    check_depth(len(fanouts), where_depth)
     fanouts = list(fanouts)
-    if len(fanouts) > limit("depth"):
-        raise _over("depth", "the machine's depth is", len(fanouts), where_depth)
     for f in fanouts:
         if f > limit("fanout"):
             raise _over("fanout", "a fan-out is", f, where_fanout)

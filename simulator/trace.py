@@ -41,6 +41,6 @@ def trace_json(events: list[StageEvent], machine) -> dict:
 
 def write_trace(events: list[StageEvent], machine, path: str | Path) -> None:
     try:
-        Path(path).write_text(json.dumps(trace_json(events, machine)))
+        Path(path).write_text(json.dumps(trace_json(events, machine), allow_nan=False))
     except OSError as e:
         raise UserError(f"cannot write the trace to {path}: {e.strerror}", "--trace") from None

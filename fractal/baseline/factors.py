@@ -70,12 +70,17 @@ class Factors:
 
 
 DEFAULT_FACTORS = Factors()
+#: the least efficiency factor: a GPU at a millionth of its roofline is a typing slip, and a
+#: smaller one would overflow the times it divides
+MIN_FACTOR = 1e-6
 
 
 def _fraction(v, at: str, errors: list) -> bool:
-    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and 0 < v <= 1
+    ok = (isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+          and MIN_FACTOR <= v <= 1)
     if not ok:
-        errors.append(UserError(f"an efficiency factor must be a number in (0, 1], got {v!r}", at))
+        errors.append(UserError(f"an efficiency factor must be a number from {MIN_FACTOR:g} to 1, "
+                                f"got {v!r}", at))
     return ok
 
 

@@ -71,6 +71,18 @@ _NUMBERS = {
     "die_area_mm2": (False, True), "launch_overhead_s": (False, False),
 }
 _OPTIONAL_NUMBERS = {"host_watts": (False, False)}
+#: physically sane ranges (least, most, in words), wider than any GPU or system built (a wafer-scale
+#: die is 46,225 mm2; an H200 moves 4.8e12 bytes/s): values outside are typing slips, and would
+#: overflow or vanish in a report (docs/baseline.md, "GPU files")
+RANGES = {
+    "fp32_flops": (1e6, 1e18, "1e6 to 1e18 FLOP/s"), "fp16_flops": (1e6, 1e18, "1e6 to 1e18 FLOP/s"),
+    "memory_bandwidth": (1e6, 1e15, "1e6 to 1e15 bytes/s"),
+    "memory_bytes": (1e6, 1e15, "1e6 to 1e15 bytes"), "tdp_watts": (1, 1e5, "1 to 1e5 W"),
+    "idle_watts": (0, 1e5, "0 to 1e5 W"), "host_watts": (0, 1e6, "0 to 1e6 W"),
+    "die_area_mm2": (1, 1e5, "1 to 1e5 mm2"), "launch_overhead_s": (0, 1, "0 to 1 s"),
+    "bandwidth": (1e6, 1e15, "1e6 to 1e15 bytes/s"), "latency_s": (0, 1, "0 to 1 s"),
+}
+MAX_GPUS = 100_000
 _LINK_NUMBERS = {"bandwidth": (False, True), "latency_s": (False, False)}
 _PLAIN = {"name": str, "description": str, "gpus": int, "fp16_tensor_cores": bool,
           "process": str, "note": str, "interconnect": dict}
@@ -106,6 +118,11 @@ def _sourced(table: dict, key: str, spec, path: str, where, errors: list, source
         word = "positive" if positive else "non-negative"
         errors.append(UserError(f"'{key}.value' must be {word}, got {v}", where(f"{path}{key}.value")))
         return None
+    lo, hi, words = RANGES[key]
+    if not lo <= v <= hi:
+        errors.append(UserError(f"'{key}.value' must lie in the range {words}, got {v:g}",
+                                where(f"{path}{key}.value")))
+        return None
     if isinstance(src, str):
         sources.append((path + key, src))
     return float(v)
@@ -133,8 +150,9 @@ def gpu_from_dict(data: dict, file: str = "<gpu>") -> Gpu:
         errors.append(UserError(f"'name' must be a word (letters, digits, . + - _), got {name!r}",
                                 where("name")))
     gpus = data.get("gpus", 1)
-    if isinstance(gpus, int) and not isinstance(gpus, bool) and gpus < 1:
-        errors.append(UserError(f"'gpus' must be at least 1, got {gpus}", where("gpus")))
+    if isinstance(gpus, int) and not isinstance(gpus, bool) and not 1 <= gpus <= MAX_GPUS:
+        errors.append(UserError(f"'gpus' must lie in the range 1 to {MAX_GPUS:,}, got {gpus}",
+                                where("gpus")))
 
     sources: list = []
     values = {}

@@ -54,7 +54,7 @@ def test_bad_factors_file_is_located(capsys, tmp_path):
     factors.write_text("[bandwidth]\nmove = 0\n")
     status, _, err = run(capsys, "baseline", "estimate", MLP, "--factors", factors)
     assert status == 2
-    assert f"{factors}: bandwidth.move: error: an efficiency factor must be a number in (0, 1], got 0" in err
+    assert f"{factors}: bandwidth.move: error: an efficiency factor must be a number from 1e-06 to 1, got 0" in err
 
 
 def test_gpus_lists_every_preset_with_sources(capsys):

@@ -236,13 +236,11 @@ def folding_bombs(rng) -> Case:
 
 def non_finite_machines(rng) -> Case:
     """Machine values whose products overflow to inf (reported as null in strict JSON, or
-    refused by the machine file's ranges). A subnormal frequency (5e-324), which still ends in
-    an internal error, is kept out until the machine file's ranges refuse it
-    (tests/hardening/test_exhaust_slice.py holds it as an expected failure)."""
+    refused by the machine file's ranges, as a subnormal frequency is)."""
     from machine import preset
     from tests.strategies import machine_toml
     key, value = _pick(rng, [("memory_pj_per_byte", "1e308"), ("link_pj_per_byte", "1e308"),
-                             ("frequency_hz", "1.7e308"),
+                             ("frequency_hz", "1.7e308"), ("frequency_hz", "5e-324"),
                              ("mac_pj_per_op", "1e308"), ("memory_pj_per_byte", "1e-320")])
     text = machine_toml(preset("tiny"))
     lines = text.splitlines()

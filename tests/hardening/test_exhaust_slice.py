@@ -45,8 +45,6 @@ def test_a_child_that_overruns_is_reported(tmp_path, monkeypatch):
     assert outcome.status == -1 and check_case(case, outcome)
 
 
-@pytest.mark.xfail(strict=True, reason="machine-file value ranges (machine/description.py) do "
-                                       "not yet refuse a subnormal frequency")
 def test_subnormal_frequency_is_a_located_refusal(tmp_path):
     from tests.fuzz.exhaust import MLP
     from machine import preset

@@ -429,3 +429,81 @@ def test_whole_program_memory_error_names_the_largest_tensors(tmp_path):
     code, _, err, seconds = cli("compile", tmp_path / "p.fasm", "--machine", "tiny")
     refused(code, err, seconds, "p.fasm", "the program's tensors need")
     assert "the largest: 'big' (67,108,864 bytes), 'out' (67,108,864 bytes), 'mid'" in err
+
+
+# ---------------------------------------------------------------- TOML files and value ranges
+
+def _tiny_with(tmp_path, key, value, name="m.toml") -> Path:
+    text = (ROOT / "machine" / "presets" / "tiny.toml").read_text()
+    lines = [f"{key} = {value}" if line.strip().startswith(key + " ") else line
+             for line in text.splitlines()]
+    assert any(line == f"{key} = {value}" for line in lines)
+    return write(tmp_path / name, "\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("key, value, words", [
+    ("frequency_hz", "5e-324", "1 kHz to 100 GHz"),          # was: an invariant's internal error
+    ("frequency_hz", "1.7e308", "1 kHz to 100 GHz"),         # was: inf seconds
+    ("memory_pj_per_byte", "1e308", "0 to 1e6 pJ/byte"),     # was: inf joules
+    ("static_watts", "1e300", "0 to 1e6 W"),
+    ("memory_bytes", "1_000_000_000_000_000_000_000", "1 byte to 1 EiB"),
+])
+def test_machine_values_outside_their_range_are_located(tmp_path, key, value, words):
+    m = _tiny_with(tmp_path, key, value)
+    status, _, err, seconds = cli("run", MLP, "--machine", m, "--timing-only")
+    refused(status, err, seconds, f"m.toml: ", key, words, "Value ranges")
+
+
+def test_every_preset_lies_inside_the_ranges():
+    """The ranges refuse slips, never a shipped machine or GPU (their values carry sources)."""
+    from fractal.baseline.gpu import GPUS, load_gpu
+    from machine import PRESETS, preset
+    for name in PRESETS:
+        preset(name)
+    for name in GPUS:
+        load_gpu(name)
+
+
+def test_toml_nested_five_thousand_deep(tmp_path):
+    # was: RecursionError, status 3
+    m = write(tmp_path / "deep.toml", "x = " + "[" * 5000 + "]" * 5000 + "\n")
+    status, _, err, seconds = cli("run", MLP, "--machine", m)
+    refused(status, err, seconds, "--machine: error:", "nested too deeply", "deep.toml")
+
+
+def test_fifo_or_folder_as_a_machine_file_is_refused_unread(tmp_path):
+    fifo = tmp_path / "m.toml"
+    os.mkfifo(fifo)                  # was: blocked forever on the open
+    status, _, err, seconds = cli("run", MLP, "--machine", fifo)
+    refused(status, err, seconds, "--machine: error:", "not a regular file")
+    folder = tmp_path / "d.toml"
+    folder.mkdir()
+    status, _, err, seconds = cli("compile", MLP, "--machine", folder)
+    refused(status, err, seconds, "--machine: error:", "directory")
+
+
+def test_byte_order_mark_in_a_machine_file_is_accepted(tmp_path):
+    m = tmp_path / "bom.toml"
+    m.write_bytes(b"\xef\xbb\xbf" + (ROOT / "machine" / "presets" / "tiny.toml").read_bytes())
+    status, out, err, _ = cli("run", MLP, "--machine", m, "--timing-only")
+    assert status == 0, err
+
+
+def test_gpu_and_factor_values_outside_their_range_are_located(tmp_path):
+    text = (ROOT / "fractal" / "baseline" / "gpus" / "v100.toml").read_text()
+    g = write(tmp_path / "g.toml", text.replace("value = 300", "value = 3e300", 1))
+    assert g.read_text() != text
+    status, _, err, seconds = cli("baseline", "estimate", MLP, "--gpu", g)
+    refused(status, err, seconds, "g.toml: tdp_watts.value", "1 to 1e5 W")
+    f = write(tmp_path / "f.toml", "[compute]\nmatmul = 1e-300\n")
+    status, _, err, seconds = cli("baseline", "estimate", MLP, "--gpu", "v100", "--factors", f)
+    refused(status, err, seconds, "f.toml: compute.matmul", "from 1e-06 to 1")
+
+
+def test_rescaling_to_a_huge_depth_is_refused_before_building():
+    import fractal
+    from isa.errors import UserError
+    start = time.perf_counter()
+    with pytest.raises(UserError, match="FRACTAL_MAX_DEPTH"):
+        fractal.build_machine("f1", depth=10**23)
+    assert time.perf_counter() - start < SECONDS
