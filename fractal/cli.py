@@ -18,6 +18,7 @@ import fractal.commands as commands
 from fractal import strict_json
 from isa.errors import InternalError, UserError
 from machine import PRESETS, preset
+from machine.area import machine_area
 
 EXIT_OK, EXIT_USAGE, EXIT_INTERNAL = 0, 2, 3
 
@@ -263,11 +264,14 @@ def _cmd_machines(args, out) -> int:
         rows = [{"name": m.name, "description": m.description, "levels": m.depth + 1,
                  "leaves": m.leaves, "peak_ops_per_second": m.peak_ops_per_second,
                  "frequency_hz": m.frequency_hz,
-                 "memory_bytes_per_level": [lv.memory_bytes for lv in m.levels]} for m in machines]
+                 "memory_bytes_per_level": [lv.memory_bytes for lv in m.levels],
+                 **machine_area(m).to_json()} for m in machines]
         strict_json.dump(rows, out)
         return EXIT_OK
     for m in machines:
         print(m.summary(), file=out)
+        print(f"  area {machine_area(m).total:,.4g} mm2 at {m.process_nm:g} nm "
+              f"(docs/machines.md, \"Area\")", file=out)
         if m.description:
             print(f"  {m.description}", file=out)
         print(file=out)

@@ -21,6 +21,7 @@ from dataclasses import dataclass, fields, replace
 from pathlib import Path
 
 from isa.errors import ErrorGroup, UserError, did_you_mean
+from machine.area import DEFAULT_PROCESS_NM, MEMORY_TECHNOLOGIES, PROCESS_NM_RANGE, machine_area
 from machine.limits import check_depth, check_machine_shape
 
 __all__ = ["Level", "Compute", "Machine", "load_machine", "machine_from_dict", "preset",
@@ -91,6 +92,9 @@ class Level:
     bandwidth_share: float = 0.0  # ... and of its memory bandwidth that serve this level
     physical_memory: tuple = () # a child of a distributed level: (bytes, bytes/cycle) of its
                                 # whole memory, of which memory_bytes and memory_bandwidth remain
+    memory_technology: str = "sram"  # what the local memory is built of, for the area model:
+                                     # "sram" on the node's die, or DRAM ("hbm", "ddr") behind
+                                     # a PHY and controller on it
 
     @property
     def link_fraction(self) -> float:
@@ -131,6 +135,7 @@ class Machine:
     levels: tuple[Level, ...]
     compute: Compute
     description: str = ""
+    process_nm: float = DEFAULT_PROCESS_NM  # the process node, for the area model (machine/area.py)
 
     def __post_init__(self):
         object.__setattr__(self, "levels", _carve(self.levels))
@@ -202,6 +207,7 @@ class Machine:
         lines = [f"{self.name}: {self.depth + 1} levels, {self.leaves} leaves, "
                  f"{self.peak_ops_per_second / 1e12:.3g} Tops/s peak at "
                  f"{self.frequency_hz / 1e9:.3g} GHz"]
+        area = machine_area(self)
         for i, lv in enumerate(self.levels):
             fan = f"fan-out {lv.fanout}" if lv.fanout else "leaf"
             memory = f"memory {_bytes(lv.memory_bytes)}"
@@ -209,7 +215,8 @@ class Machine:
                 memory += " distributed over its children"
             elif lv.physical_memory:
                 memory += f" of {_bytes(lv.physical_memory[0])}"
-            lines.append(f"  level {i} {lv.name:<8} x{self.nodes_at(i):<8} {fan:<12} {memory}")
+            lines.append(f"  level {i} {lv.name:<8} x{self.nodes_at(i):<8} {fan:<12} {memory:<44} "
+                         f"area {area.levels[i].total:,.4g} mm2")
         return "\n".join(lines)
 
 
@@ -234,11 +241,12 @@ _LEVEL_KEYS = {
 # key: kind, or (kind, must be positive) for an optional number
 _LEVEL_OPTIONAL = {"name": _STR, "broadcast": _BOOL, "buffering": (_INT, True), "duplex": _STR,
                    "note": _STR, "compute": "a table", "memory": _STR,
-                   "memory_share": (_NUM, True), "bandwidth_share": (_NUM, True)}
+                   "memory_share": (_NUM, True), "bandwidth_share": (_NUM, True),
+                   "memory_technology": _STR}
 DUPLEX = ("full", "half")
 MEMORY_KINDS = ("local", "distributed")
 #: a distributed level's memory keys: derived from its children's memories
-_CARVED_KEYS = ("memory_bytes", "memory_bandwidth", "memory_pj_per_byte")
+_CARVED_KEYS = ("memory_bytes", "memory_bandwidth", "memory_pj_per_byte", "memory_technology")
 _SHARE_KEYS = ("memory_share", "bandwidth_share")
 _COMPUTE_KEYS = {f.name: (_NUM, not f.name.endswith("pj_per_op")) for f in fields(Compute)
                  if f.default is dataclasses.MISSING}
@@ -246,7 +254,7 @@ _COMPUTE_OPTIONAL = {"note": _STR, "mac_array": "an array of two positive intege
                      "array_fill_cycles": (_INT, False), "vector_width": (_INT, True),
                      "mac_ops_per_cycle_by_dtype": "a table of data type = ops/cycle"}
 _TOP_KEYS = {"name": _STR, "frequency_hz": _NUM, "description": _STR, "level": "an array of tables",
-             "note": _STR}
+             "note": _STR, "process_nm": _NUM}
 
 
 #: the physically sane range of each number a machine file states, (least, most, in words), in
@@ -255,6 +263,8 @@ _TOP_KEYS = {"name": _STR, "frequency_hz": _NUM, "description": _STR, "level": "
 #: product of them overflows or vanishes in a report
 RANGES = {
     "frequency_hz": (1e3, 1e11, "1 kHz to 100 GHz"),
+    "process_nm": (*PROCESS_NM_RANGE, f"{PROCESS_NM_RANGE[0]} to {PROCESS_NM_RANGE[1]} nm, the "
+                   "nodes whose published densities the area model rests on"),
     "memory_bytes": (1, 2**60, "1 byte to 1 EiB"),
     "memory_bandwidth": (1e-6, 1e9, "1e-6 to 1e9 bytes/cycle"),
     "link_bandwidth": (1e-6, 1e9, "1e-6 to 1e9 bytes/cycle"),
@@ -401,6 +411,8 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
                                 where("frequency_hz")))
     elif freq is not None:
         _check_value("frequency_hz", freq, _NUM, True, where("frequency_hz"), errors)
+    if "process_nm" in data:
+        _check_value("process_nm", data["process_nm"], _NUM, True, where("process_nm"), errors)
     raw_levels = data.get("level")
     if not isinstance(raw_levels, list) or len(raw_levels) < 2:
         errors.append(UserError("a machine needs at least two [[level]] tables (a root and a leaf)",
@@ -432,6 +444,12 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
         elif "compute" in lv:
             errors.append(UserError("only the leaf level (the last) computes: remove its "
                                     "[level.compute] table", where(path + "compute")))
+        tech = lv.get("memory_technology")
+        if isinstance(tech, str) and tech not in MEMORY_TECHNOLOGIES:
+            errors.append(UserError(f"'memory_technology' must be one of "
+                                    f"{', '.join(map(repr, MEMORY_TECHNOLOGIES))}, got {tech!r}",
+                                    where(path + "memory_technology"),
+                                    hint=did_you_mean(tech, MEMORY_TECHNOLOGIES)))
         if isinstance(lv.get("duplex"), str) and lv["duplex"] not in DUPLEX:
             errors.append(UserError(f"'duplex' must be \"full\" or \"half\", got {lv['duplex']!r}",
                                     where(path + "duplex")))
@@ -456,6 +474,7 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
             memory=lv.get("memory", "local"),
             memory_share=float(lv.get("memory_share", 0.0)),
             bandwidth_share=float(lv.get("bandwidth_share", 0.0)),
+            memory_technology=lv.get("memory_technology", "sram"),
             **{k: lv.get(k, 0) for k in _LEVEL_KEYS if k != "fanout"}))   # carved: Machine
     raw = raw_levels[-1]["compute"]
     compute = Compute(**{k: float(raw[k]) for k in _COMPUTE_KEYS},
@@ -465,7 +484,8 @@ def machine_from_dict(data: dict, file: str = "<machine>") -> Machine:
                       mac_ops_per_cycle_by_dtype=tuple(
                           (k, float(v)) for k, v in raw.get("mac_ops_per_cycle_by_dtype", {}).items()))
     return Machine(name=data["name"], frequency_hz=float(freq), levels=tuple(levels),
-                   compute=compute, description=data.get("description", ""))
+                   compute=compute, description=data.get("description", ""),
+                   process_nm=float(data.get("process_nm", DEFAULT_PROCESS_NM)))
 
 
 #: the largest TOML file read (machine, mapping, explore and factor files are a few KiB)

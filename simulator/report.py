@@ -50,6 +50,8 @@ class Report:
     fraction_of_bound: float = 0.0
     estimated_cycles: float = 0.0
     wall_seconds: float = 0.0
+    area_mm2: float = 0.0           # the machine's silicon area (machine/area.py)
+    process_nm: float = 0.0         # at its process node
     outputs: dict = field(default_factory=dict, repr=False)
 
     @property
@@ -88,6 +90,7 @@ class Report:
             "leaf_instructions": self.levels[-1]["instructions"],
             "instructions": [vars(i).copy() for i in self.instructions],
             "wall_seconds": self.wall_seconds,
+            "area_mm2": self.area_mm2, "process_nm": self.process_nm,
         }
         if self.outputs:
             out["outputs"] = {k: {"shape": list(v.shape), "dtype": str(v.dtype),

@@ -10,6 +10,7 @@ from compiler.execute import execute_plan
 from compiler.plan import Plan, PlanKind, level_counts
 from compiler.verify import compulsory_bytes, plan_stats
 from isa.errors import InternalError, UserError
+from machine.area import machine_area
 from simulator.energy import plan_energy
 from simulator.engine import Engine
 from simulator.kernels import LEAF_BATCH_KERNELS, LEAF_KERNELS
@@ -59,6 +60,7 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
     stats, _ = plan_stats(plan)
     ops = sum(r.task.ops for r in plan.roots)
     outputs = compute_outputs(plan, feeds) if functional else {}
+    area = machine_area(m)
     report = Report(
         program=plan.program.file, machine=m.name, mode=mode, functional=functional,
         cycles=total, seconds=seconds, ops=ops, peak_ops_per_second=m.peak_ops_per_second,
@@ -67,13 +69,16 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
         levels=[{"level": s.level, "name": s.name, "nodes": s.nodes,
                  "instructions": s.instructions, "bytes_in": s.bytes_in, "bytes_out": s.bytes_out,
                  "reduction_ops": s.reduction_ops, "local_bytes": s.local_bytes,
-                 "energy_joules": e, "busy": b}
-                for s, e, b in zip(stats, energy.levels, busy_fractions(plan, engine, total))],
+                 "energy_joules": e, "busy": b, "area_mm2": a.total,
+                 "area_breakdown_mm2": a.breakdown()}
+                for s, e, b, a in zip(stats, energy.levels, busy_fractions(plan, engine, total),
+                                      area.levels)],
         instructions=rows, compulsory_bytes=compulsory_bytes(plan),
         bound=bound_name, bound_seconds=bound_cycles / m.frequency_hz,
         fraction_of_bound=bound_cycles / total if total else 0.0,
         estimated_cycles=sum(r.est_cycles for r in plan.roots),
-        leaf_compute_joules=energy.compute, outputs=outputs)
+        leaf_compute_joules=energy.compute, outputs=outputs, area_mm2=area.total,
+        process_nm=m.process_nm)
     check_report(report)
     report.wall_seconds = time.perf_counter() - start
     return report, engine
