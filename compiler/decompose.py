@@ -17,12 +17,18 @@ their children planned and their pipeline run in the simulator's own node model
 (`compiler.pipeline`), each child timed by its own plan: the fastest is chosen, and its cycles
 are the node's estimate, the cycles the simulator will measure. Ties go to fewer bytes moved
 plus reduction ops, then to less load imbalance.
+
+The objective (`OBJECTIVES`) decides among that shortlist: `cycles` (the default), `energy` (the
+subtree's dynamic energy, `compiler.energy.node_joules` of the node and its children's plans,
+plus the static power of its subtree over its cycles) or `edp` (that energy times the cycles).
+The closed form still ranks the candidates and orders by cycles.
 """
 from __future__ import annotations
 
 import dataclasses
 import math
 
+from compiler.energy import node_joules, subtree_watts
 from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
 from compiler.rules import (AccessMap, Task, access_map, box_types, ceil_cycles, ceil_div,
                             moved_bytes, task_of)
@@ -46,6 +52,8 @@ EXTRA_CUT_CANDIDATES = 4   # ... on this many of the cheapest parallel splits
 EXACT_CANDIDATES = (3, 1)
 #: a candidate with more serial pieces than this is ranked by the closed form alone
 EXACT_MAX_PIECES = 4096
+#: what a node's choice among its shortlist minimises
+OBJECTIVES = ("cycles", "energy", "edp")
 
 
 class CompileError(UserError):
@@ -59,8 +67,9 @@ def _bytes(n: float) -> str:
 class Decomposer:
     """Plans tasks for one machine; identical (task, level) sub-problems are planned once."""
 
-    def __init__(self, machine: Machine):
+    def __init__(self, machine: Machine, objective: str = "cycles"):
         self.machine = machine
+        self.objective = objective
         self.table: dict = {}       # every (task, level) planned, the alternatives' children too
         self.origin = None          # the program instruction being compiled, for error locations
         self.program = None
@@ -92,8 +101,8 @@ class Decomposer:
         if level == self.machine.depth:
             est = max(leaf_cycles(task, self.machine.compute),
                       ceil_cycles(task.nbytes / lv.memory_bandwidth))
-            return NodePlan(task=task, level=level, kind=PlanKind.LEAF,
-                            est_cycles=lv.decode_cycles + est)
+            return _own_joules(NodePlan(task=task, level=level, kind=PlanKind.LEAF,
+                                        est_cycles=lv.decode_cycles + est), self.machine)
         amap = access_map(task)
         if amap is None:
             pin = next((p for p in task.pin if p.level == level), None)
@@ -101,9 +110,10 @@ class Decomposer:
                 raise CompileError(f"{task.opcode} moves data on the DMA of a level-{level} node: "
                                    f"it has no cuts to pin", pin.where)
             moved = moved_bytes(task)
-            return NodePlan(task=task, level=level, kind=PlanKind.LOCAL, local_bytes=moved,
-                            est_cycles=lv.decode_cycles + ceil_cycles(moved / lv.memory_bandwidth),
-                            why="data movement: run by this node's DMA in its local memory")
+            return _own_joules(NodePlan(
+                task=task, level=level, kind=PlanKind.LOCAL, local_bytes=moved,
+                est_cycles=lv.decode_cycles + ceil_cycles(moved / lv.memory_bandwidth),
+                why="data movement: run by this node's DMA in its local memory"), self.machine)
         return self._split(task, level, amap)
 
     # ------------------------------------------------------------ search
@@ -171,7 +181,8 @@ class Decomposer:
         shortlist = [(c, p, paths[0][2]) for c, p in paths[0][1]]
         for _, path, ways in paths[1:]:
             shortlist += [(c, p, ways) for c, p in (path[:1] + path[-1:] if len(path) > 1 else path)]
-        shortlist = shortlist[:EXACT_CANDIDATES[min(level, 1)]]
+        # the energy objectives choose at every level among as many as the root does
+        shortlist = shortlist[:EXACT_CANDIDATES[min(level, 1) if self.objective == "cycles" else 0]]
         best = None
         for cost, pieces, ways in shortlist:
             # the loop order (which operand stays in the children) by the closed form
@@ -182,12 +193,31 @@ class Decomposer:
                 raise CompileError(str(e), pin.where + ".order") from None
             schedule = model.schedule(pieces, ways, order)
             cycles = self._run_pipeline(schedule, level) if schedule.count <= EXACT_MAX_PIECES else None
-            key = (cycles if cycles is not None else cost[0], cost)
+            cycles = cycles if cycles is not None else cost[0]
+            key = (self._objective(schedule, level, cycles), cycles, cost)
             if best is None or key < best[0]:
                 best = (key, schedule)
-        (cycles, cost), schedule = best
+        (_, cycles, cost), schedule = best
         return self._build(task, level, schedule, (cycles, *cost[1:]), candidates, budget,
                            len(shortlist))
+
+    def _objective(self, schedule: Schedule, level: int, cycles: float) -> float:
+        """The candidate's value under the objective (cycles: 0, the cycles decide)."""
+        if self.objective == "cycles":
+            return 0
+        m = self.machine
+        joules = _joules(self._node(schedule, level), m, self.table, self.plan) + \
+            subtree_watts(m, level) * cycles / m.frequency_hz
+        return joules if self.objective == "energy" else joules * cycles
+
+    def _node(self, schedule: Schedule, level: int, **rest) -> NodePlan:
+        """The split NodePlan of a schedule (what it moves, reduces and hands its children)."""
+        t = schedule.totals()
+        return NodePlan(task=schedule.task, level=level, kind=PlanKind.SPLIT,
+                        children=t["children"], pieces=schedule.count, bytes_down=t["bytes_down"],
+                        bytes_up=t["bytes_up"], reduction_ops=t["reduction_ops"],
+                        reduce=schedule.reduce, child_reduction_ops=t["child_reduction_ops"],
+                        order=schedule.order, **rest)
 
     def _run_pipeline(self, schedule: Schedule, level: int) -> int:
         """The node's cycles under the simulator's node model, its children planned (and timed
@@ -216,7 +246,6 @@ class Decomposer:
         where = self.origin.loc if self.origin is not None else None
         check_plan_pieces(schedule.count, where or f"machine '{self.machine.name}'",
                           self.program.source_line(where) if self.program is not None else None)
-        totals = schedule.totals()
         splits = tuple(AxisSplit(name=ax.name, size=ax.size, pieces=sum(n for _, n in sa.runs),
                                  ways=schedule.ways[a], reduce=ax.reduce)
                        for a, (ax, sa) in enumerate(zip(schedule.amap.axes, schedule.axes)))
@@ -225,13 +254,25 @@ class Decomposer:
                f"the {run} cheapest; a child's piece must fit {budget:,} bytes ({child.buffering} "
                f"pieces in flight); chose {cut}: estimated {cost[0]:,.0f} cycles, "
                f"{cost[1]:,.0f} bytes + reduction ops")
-        return NodePlan(task=task, level=level, kind=PlanKind.SPLIT, splits=splits,
-                        order=schedule.order,
-                        children=totals["children"], pieces=schedule.count, busy=schedule.busy(),
-                        bytes_down=totals["bytes_down"], bytes_up=totals["bytes_up"],
-                        reduction_ops=totals["reduction_ops"], reduce=schedule.reduce,
-                        child_reduction_ops=totals["child_reduction_ops"], est_cycles=cost[0],
-                        why=why)
+        node = self._node(schedule, level, splits=splits, busy=schedule.busy(),
+                          est_cycles=cost[0], why=why)
+        return dataclasses.replace(node, est_joules=_joules(node, self.machine, self.table,
+                                                            self.plan))
+
+
+def _own_joules(node: NodePlan, machine: Machine) -> NodePlan:
+    """A node without children with its dynamic energy estimate."""
+    return dataclasses.replace(node, est_joules=sum(j for _, _, j in node_joules(node, machine)))
+
+
+def _joules(node: NodePlan, machine: Machine, table: dict, plan) -> float:
+    """Dynamic energy of one run of the node and its subtree, its children planned by `plan`."""
+    own = sum(j for _, _, j in node_joules(node, machine))
+    for t, n in node.children:
+        key = (t, node.level + 1)
+        child = table.get(key) or plan(t, node.level + 1)
+        own += n * child.est_joules
+    return own
 
 
 def _pinned(pin, amap: AccessMap, free, fanout: int, caps, level: int):
@@ -394,11 +435,16 @@ def _parallel_candidates(sizes, free, fanout):
     return maximal or [[1] * len(sizes)]
 
 
-def compile_program(program: Program, machine: Machine, mapping=None) -> Plan:
+def compile_program(program: Program, machine: Machine, mapping=None,
+                    objective: str = "cycles") -> Plan:
     """Decompose every instruction of a checked program for a machine; `mapping`
-    (`compiler.mapping.Mapping`) pins some of their cuts."""
+    (`compiler.mapping.Mapping`) pins some of their cuts, `objective` (one of `OBJECTIVES`) is
+    what each node's choice minimises."""
+    if objective not in OBJECTIVES:
+        raise UserError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})",
+                        "--objective", hint=did_you_mean(objective, OBJECTIVES))
     check_machine_shape(machine.fanouts, f"machine '{machine.name}'", f"machine '{machine.name}'")
-    dec = Decomposer(machine)
+    dec = Decomposer(machine, objective)
     dec.program = program
     root = machine.levels[0]
     total = sum(t.type.nbytes for t in program.tensors)
@@ -417,4 +463,4 @@ def compile_program(program: Program, machine: Machine, mapping=None) -> Plan:
         if mapping is not None and ins.loc is not None:
             task = dataclasses.replace(task, pin=mapping.for_line(ins.loc.line))
         roots.append(dec.plan(task, 0))
-    return Plan(program, machine, tuple(roots), dec.reachable(roots))
+    return Plan(program, machine, tuple(roots), dec.reachable(roots), objective)

@@ -57,10 +57,13 @@ def plan_json(plan: Plan) -> dict:
            **_stats_json(plan), "program_ops": program_ops(prog),
            "plan_entries": len(plan.table), "bound": name, "bound_cycles": total,
            "bound_seconds": total / m.frequency_hz,
-           "estimated_cycles": sum(r.est_cycles for r in plan.roots), "instructions": []}
+           "estimated_cycles": sum(r.est_cycles for r in plan.roots),
+           "estimated_dynamic_joules": sum(r.est_joules for r in plan.roots),
+           "objective": plan.objective, "instructions": []}
     for ins, root, bound in zip(prog.instructions, plan.roots, bounds):
         row = {"line": ins.loc.line if ins.loc else None, "text": ins.to_text(),
-               "ops": root.task.ops, "estimated_cycles": root.est_cycles, **bound.to_json(m),
+               "ops": root.task.ops, "estimated_cycles": root.est_cycles,
+               "estimated_dynamic_joules": root.est_joules, **bound.to_json(m),
                **_stats_json(plan, (root,)), "per_level": []}
         for lv, nodes in enumerate(_by_level(plan, root)):
             row["per_level"].append({"level": lv, "name": m.levels[lv].name,
@@ -96,6 +99,9 @@ def plan_text(plan: Plan, detail: bool = True) -> str:
     total, name = program_bound(plan_bounds(plan))
     lines.append(f"estimated {sum(r.est_cycles for r in plan.roots):,.0f} cycles; attainable bound "
                  f"{total:,.0f} cycles ({total / m.frequency_hz * 1e6:,.3f} us), mostly set by {name}")
+    if plan.objective != "cycles":
+        lines.append(f"objective {plan.objective}: estimated dynamic energy "
+                     f"{sum(r.est_joules for r in plan.roots):.4g} J")
     return "\n".join(lines)
 
 

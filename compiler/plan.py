@@ -61,6 +61,7 @@ class NodePlan:
     reduce: Reduction | ExtensionReduction | None = None    # the g used, if any
     child_reduction_ops: int = 0                    # g work on the children's LFUs (kept partials)
     est_cycles: float = 0.0                         # the compile-time cost estimate of the choice
+    est_joules: float = 0.0                         # dynamic energy of one run of its subtree
     why: str = ""
 
     @property
@@ -74,6 +75,7 @@ class Plan:
     machine: Machine
     roots: tuple[NodePlan, ...]                     # one per program instruction, in order
     table: Mapping = field(repr=False)              # (task, level) -> NodePlan
+    objective: str = "cycles"                       # what each node's choice minimised
 
     def node(self, task: Task, level: int) -> NodePlan:
         return self.table[(task, level)]

@@ -37,13 +37,14 @@ def build_machine(name: str | Machine = "f1", depth: int | None = None,
 
 
 def compile(program: str | Path | Program, machine: str | Machine = "f1",
-            mapping: str | Path | None = None) -> Plan:
+            mapping: str | Path | None = None, objective: str = "cycles") -> Plan:
     """The verified decomposition plan of a program on a machine; `mapping` is a mapping file
-    pinning some of its cuts (`compiler.mapping`)."""
+    pinning some of its cuts (`compiler.mapping`), `objective` what each node's choice
+    minimises: "cycles", "energy" or "edp"."""
     from compiler.mapping import load_mapping
     program, machine = load_program(program), build_machine(machine)
     pins = load_mapping(mapping, program, machine) if mapping is not None else None
-    plan = compile_program(program, machine, pins)
+    plan = compile_program(program, machine, pins, objective)
     verify_plan(plan)
     return plan
 
@@ -85,7 +86,8 @@ def _feeds(program: Program, inputs, inputs_npz, seed, sidecar: bool = True) -> 
 def run(program: str | Path | Program, machine: str | Machine = "f1", *, functional: bool = True,
         inputs: list[str] | dict | None = None, inputs_npz: str | None = None, seed: int = 0,
         exact: bool = False, trace: str | Path | None = None, progress=None,
-        sidecar: bool = True, mapping: str | Path | None = None) -> Report:
+        sidecar: bool = True, mapping: str | Path | None = None,
+        objective: str = "cycles") -> Report:
     """Compile and simulate a program: cycles, utilization, traffic, energy, and (functional
     mode) the outputs computed by the leaves. `trace` writes a Chrome/Perfetto trace (exact mode).
     Data comes as in `reference`."""
@@ -94,7 +96,7 @@ def run(program: str | Path | Program, machine: str | Machine = "f1", *, functio
     from simulator.run import simulate
     from simulator.trace import write_trace
     program = load_program(program)
-    plan = compile(program, machine, mapping)
+    plan = compile(program, machine, mapping, objective)
     feeds = _feeds(program, inputs, inputs_npz, seed, sidecar) if functional else None
     report, engine = simulate(plan, "exact" if exact or trace else "symmetric", functional, feeds,
                               trace=trace is not None, progress=progress)

@@ -89,6 +89,9 @@ def checked_machine(args):
 
 
 def mapping_args(p: argparse.ArgumentParser):
+    p.add_argument("--objective", choices=("cycles", "energy", "edp"), default="cycles",
+                   help="what each node's choice among its best splits minimises: cycles "
+                        "(default), energy, or edp (energy x cycles) (docs/compiler.md)")
     p.add_argument("--mapping", metavar="FILE.toml",
                    help="pin some instructions' cuts: parallel ways, serial pieces, loop order "
                         "per level (docs/compiler.md, \"Pinned mappings\")")
@@ -196,7 +199,7 @@ def _cmd_run(args, out) -> int:
         machine = checked_machine(args)
         res = api.run(args.file, machine, functional=not args.timing_only, inputs=args.input,
                       inputs_npz=args.inputs, seed=args.seed, exact=args.exact, trace=args.trace,
-                      mapping=args.mapping,
+                      mapping=args.mapping, objective=args.objective,
                       progress=_progress if sys.stderr.isatty() and not args.json else None)
         report, outputs, text = res.to_json(), res.outputs, res.text()
     if args.save_outputs:
@@ -217,7 +220,7 @@ def _cmd_compile(args, out) -> int:
     # lazy: the API and the compiler load numpy (~0.2 s), not needed for --help
     from fractal import api
     from compiler import plan_json, plan_text
-    plan = api.compile(args.file, checked_machine(args), args.mapping)
+    plan = api.compile(args.file, checked_machine(args), args.mapping, args.objective)
     if args.json:
         strict_json.dump(plan_json(plan), out)
     else:

@@ -49,6 +49,7 @@ class Report:
     bound_seconds: float = 0.0      # the sum of the instructions' bounds (they run one by one)
     fraction_of_bound: float = 0.0
     estimated_cycles: float = 0.0
+    objective: str = "cycles"       # what the plan's choices minimised
     wall_seconds: float = 0.0
     area_mm2: float = 0.0           # the machine's silicon area (machine/area.py)
     process_nm: float = 0.0         # at its process node
@@ -81,7 +82,8 @@ class Report:
             "ops": self.ops, "peak_ops_per_second": self.peak_ops_per_second,
             "utilization": self.utilization, "bound": self.bound,
             "bound_seconds": self.bound_seconds, "fraction_of_bound": self.fraction_of_bound,
-            "estimated_cycles": self.estimated_cycles, "energy_joules": self.energy_joules,
+            "estimated_cycles": self.estimated_cycles, "objective": self.objective,
+            "energy_joules": self.energy_joules,
             "energy_breakdown_joules": self.energy_breakdown, "ops_per_joule": self.ops_per_joule,
             "traffic_bytes": self.traffic_bytes, "bytes_down": self.bytes_down,
             "bytes_up": self.bytes_up, "reduction_ops": self.reduction_ops, "leaves": self.leaves,

@@ -76,7 +76,7 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
         instructions=rows, compulsory_bytes=compulsory_bytes(plan),
         bound=bound_name, bound_seconds=bound_cycles / m.frequency_hz,
         fraction_of_bound=bound_cycles / total if total else 0.0,
-        estimated_cycles=sum(r.est_cycles for r in plan.roots),
+        estimated_cycles=sum(r.est_cycles for r in plan.roots), objective=plan.objective,
         leaf_compute_joules=energy.compute, outputs=outputs, area_mm2=area.total,
         process_nm=m.process_nm)
     check_report(report)
