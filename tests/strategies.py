@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 
 from machine import Compute, Machine, preset
+from machine.area import DEFAULT_PROCESS_NM
 from isa import parse_program
 from isa.opcodes import OPCODES, conv_out
 
@@ -296,6 +297,11 @@ def random_machine(rng: np.random.Generator, max_leaves: int = 4096, leaf_memory
             levels[0] = replace(levels[0], memory="distributed",
                                 memory_share=float(rng.choice([0.25, 0.5, 0.75])),
                                 bandwidth_share=float(rng.choice([0.25, 0.5])))
+        if rng.integers(0, 2):          # the area model's keys: a process node, a DRAM memory
+            m = replace(m, process_nm=float(rng.choice([5, 7, 10, 12, 16, 28, 40])))
+        i = int(rng.integers(0, depth))
+        if levels[i].memory == "local" and rng.integers(0, 3) == 0:
+            levels[i] = replace(levels[i], memory_technology=str(rng.choice(["hbm", "ddr"])))
     return replace(m, levels=tuple(levels), compute=compute)
 
 
@@ -303,6 +309,8 @@ def machine_toml(m: Machine) -> str:
     """A machine file that loads back to `m`."""
     lines = [f"name = {_toml_value(m.name)}", f"description = {_toml_value(m.description)}",
              f"frequency_hz = {float(m.frequency_hz)!r}"]
+    if m.process_nm != DEFAULT_PROCESS_NM:
+        lines.append(f"process_nm = {m.process_nm!r}")
     for i, lv in enumerate(m.levels):
         lines.append("\n[[level]]")
         for f in fields(lv):
@@ -318,6 +326,8 @@ def machine_toml(m: Machine) -> str:
                 continue                # derived from the children's memories
             if lv.memory == "local" and f.name in ("memory_share", "bandwidth_share"):
                 continue
+            if f.name == "memory_technology" and v == f.default:
+                continue                # optional: present only where it is not SRAM
             lines.append(f"{f.name} = {_toml_value(v)}")
     lines.append("\n[level.compute]")
     for f in fields(Compute):

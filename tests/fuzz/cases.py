@@ -129,6 +129,7 @@ def machine_case(rng) -> Case:
                                                       ".array_fill_cycles", ".memory",
                                                       ".memory_share", ".bandwidth_share",
                                                       ".mac_ops_per_cycle_by_dtype",
+                                                      ".memory_technology", "process_nm",
                                                       "description")):
         expect = None           # optional keys
     return Case("machine", how, argv, {"m.toml": data}, expect, "machine")
