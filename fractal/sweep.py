@@ -1,6 +1,6 @@
 """Machine-size sweeps: one timing-only run per (program, depth, fan-out) of a machine, each
-written to a CSV file the moment it finishes, so that an interrupted sweep resumes where it
-stopped.
+kept in a results store (`fractal.store`) the moment it finishes, so that an interrupted sweep
+resumes where it stopped and a repeated one runs only what changed.
 
 The grid is programs x depths x fan-outs on one machine preset (or machine file). Every point
 runs `fractal.api.run(program, build_machine(machine, depth, fanout), functional=False)` in a
@@ -10,14 +10,17 @@ GPU baseline estimate of the same program with the speedup and energy-efficiency
 it (wide layout: one row per point, six columns per GPU). Run-to-run wall time is not recorded,
 so a row is a pure function of its key.
 
-Resume: the CSV is append-only while a sweep runs (one write and an fsync per row). On start the
-file is read, a torn last line is dropped, the header must equal the one this sweep would write,
-and only the points without a row are run. At the end the whole file is rewritten in key order
-(temporary file, then an atomic rename), so a sweep killed part-way and resumed leaves exactly the
-file of an uninterrupted one. `docs/sweeps.md` lists the columns.
+Resume: each point's run is an evaluation of the store under the hash of the program's text
+(with its includes), every parameter of the re-scaled machine and the tool version; a GPU
+estimate likewise under the program, the GPU's parameters, the factors and the precision. Only
+the points whose key the store lacks are run, so an edited machine file, program or library is
+run again and never answered with an old row. The CSV is written from the store at the end (and
+when the sweep stops early) through a temporary file and an atomic rename: it holds exactly the
+grid's rows, in key order. `docs/sweeps.md` lists the columns.
 """
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
 import os
@@ -33,11 +36,14 @@ from pathlib import Path
 from tqdm import tqdm
 
 from fractal import api
-from fractal.baseline import estimate, load_gpu
+from fractal.baseline import DEFAULT_FACTORS, estimate, load_gpu, program_precision
+from fractal.store import Store, evaluation_key, plain, program_inputs
 from isa.errors import InternalError, UserError
+from isa.program import Program
 from machine import PRESETS, Machine
 
-__all__ = ["sweep", "columns", "read_rows", "Point", "run_point", "KEY", "GPU_METRICS"]
+__all__ = ["sweep", "columns", "read_rows", "Point", "run_point", "KEY", "GPU_METRICS",
+           "TIMING", "GPU_ESTIMATE", "timing_inputs", "store_path"]
 
 KEY = ("program", "machine", "depth", "fanout")
 ENERGY_PARTS = ("compute", "reduction", "memory", "link", "static")
@@ -65,13 +71,26 @@ def columns(gpus=()) -> list[str]:
     return BASE_COLUMNS + [c for g in gpus for c in gpu_columns(g)] + ["error"]
 
 
+#: the store's kinds of evaluation: a timing-only run, a GPU roofline estimate
+TIMING, GPU_ESTIMATE = "timing", "gpu-estimate"
+#: how a sweep runs a point: the options of `api.run` that change its result
+SIMULATION = {"functional": False, "mode": "symmetric", "objective": "cycles", "mapping": None}
+
+
+def timing_inputs(program: Program, machine: Machine, digest: dict | None = None) -> dict:
+    """The inputs a timing-only run's result depends on (its store key hashes them)."""
+    return {"program": digest or program_inputs(program), "machine": plain(machine),
+            "simulation": SIMULATION}
+
+
 @dataclass(frozen=True)
 class Point:
-    """One run of the grid: what the worker needs, and the key naming its row."""
+    """One run of the grid: what the worker needs, and the keys naming its row."""
     program: str            # as written in the CSV
-    path: str               # absolute path the worker loads
+    code: Program           # the checked program the worker runs (it travels with the task)
     machine: str            # preset name or machine file, as written in the CSV
     spec: Machine           # the machine re-scaled to this point's depth and fan-out
+    evaluation: str         # its key in the results store
 
     @property
     def key(self) -> tuple[str, str, str, str]:
@@ -96,11 +115,12 @@ def _one_line(e: UserError) -> str:
 
 
 def run_point(point: Point) -> tuple[str, object]:
-    """Run one point (in a worker): ("row", row) or ("internal", (invariant, where, detail))."""
+    """Run one point (in a worker): ("row", result: the row without its key) or ("internal",
+    (invariant, where, detail))."""
     m = point.spec
-    row = dict(zip(KEY, point.key), leaves=m.leaves, peak_ops_per_second=m.peak_ops_per_second)
+    row = dict(leaves=m.leaves, peak_ops_per_second=m.peak_ops_per_second)
     try:
-        r = api.run(point.path, m, functional=False)
+        r = api.run(point.code, m, functional=False)
     except UserError as e:               # e.g. the program does not fit this machine
         return "row", {**row, "error": _one_line(e)}
     except InternalError as e:           # its pickled form loses the fields: send them plainly
@@ -123,10 +143,8 @@ def run_point(point: Point) -> tuple[str, object]:
 
 # ---------------------------------------------------------------- GPU baselines
 
-def _gpu_baselines(programs: dict, gpus) -> tuple[list[str], dict]:
-    """The GPU column tags and, per (program, tag), the BaselineReport or an error message."""
-    if not gpus:
-        return [], {}
+def _load_gpus(gpus) -> dict:
+    """The GPUs asked for, by column tag."""
     specs = {}
     for name in gpus:
         gpu = load_gpu(name)
@@ -135,15 +153,29 @@ def _gpu_baselines(programs: dict, gpus) -> tuple[list[str], dict]:
             raise UserError(f"GPU name '{gpu.name}' cannot name a column: use letters, digits, "
                             f"'_', '-' and '.'", f"--gpu {name}")
         specs.setdefault(tag, gpu)
-    tags = list(specs)
+    return specs
+
+
+def _gpu_baselines(store: Store, programs: dict, specs: dict, digests: dict) -> dict:
+    """Per (program, tag), the GPU estimate's metrics or an error message: from the store, or
+    estimated now and stored."""
     baselines = {}
     for label, program in programs.items():
+        precision = program_precision(program)
         for tag, gpu in specs.items():
-            try:
-                baselines[label, tag] = estimate(program, gpu)
-            except UserError as e:
-                baselines[label, tag] = f"gpu {tag}: {_one_line(e)}"
-    return tags, baselines
+            inputs = {"program": digests[label], "gpu": plain(gpu),
+                      "factors": plain(DEFAULT_FACTORS), "precision": precision}
+            key = evaluation_key(GPU_ESTIMATE, inputs)
+            result = store.get_many([key]).get(key)
+            if result is None:
+                try:
+                    base = estimate(program, gpu, precision=precision, factors=DEFAULT_FACTORS)
+                    result = {metric: getattr(base, metric) for metric in GPU_METRICS}
+                except UserError as e:
+                    result = {"error": f"gpu {tag}: {_one_line(e)}"}
+                store.put(key, GPU_ESTIMATE, inputs, result)
+            baselines[label, tag] = result.get("error") or result
+    return baselines
 
 
 def _with_gpus(row: dict, tags, baselines) -> dict:
@@ -154,18 +186,18 @@ def _with_gpus(row: dict, tags, baselines) -> dict:
             errors.append(base)
             continue
         for metric in GPU_METRICS:
-            row[f"gpu_{tag}_{metric}"] = getattr(base, metric)
+            row[f"gpu_{tag}_{metric}"] = base[metric]
         if not row.get("error"):
-            if row["seconds"] > 0 and base.seconds > 0:
-                row[f"speedup_vs_{tag}"] = base.seconds / row["seconds"]
-            if base.ops_per_joule > 0:
-                row[f"efficiency_vs_{tag}"] = row["ops_per_joule"] / base.ops_per_joule
+            if row["seconds"] > 0 and base["seconds"] > 0:
+                row[f"speedup_vs_{tag}"] = base["seconds"] / row["seconds"]
+            if base["ops_per_joule"] > 0:
+                row[f"efficiency_vs_{tag}"] = row["ops_per_joule"] / base["ops_per_joule"]
     if errors:
         row["error"] = "; ".join(errors)
     return row
 
 
-# ---------------------------------------------------------------- the results file
+# ---------------------------------------------------------------- the CSV
 
 def _cell(value) -> str:
     return "" if value is None else str(value)
@@ -187,137 +219,70 @@ def _typed(row: dict) -> dict:
     return {name: convert(name, text) for name, text in row.items()}
 
 
-class ResultsFile:
-    """The sweep's CSV, held open for appending under an exclusive lock."""
+def _is_header(line: str) -> bool:
+    """Whether a CSV line is the header of some sweep (any GPU list)."""
+    names = next(csv.reader([line]), [])
+    tags = [n[len("speedup_vs_"):] for n in names if n.startswith("speedup_vs_")]
+    return names == columns(tags)
 
-    def __init__(self, path: str | Path, header: list[str]):
-        self.path, self.header = str(path), header
-        self.where = f"-o {self.path}"
-        try:
-            self.fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
-        except OSError as e:
-            raise UserError(f"cannot open {self.path} for writing: {e.strerror}", self.where,
-                            hint="choose another -o") from None
-        try:
-            self._lock()
-            self.rows = self._read()
-        except BaseException:
-            os.close(self.fd)
-            raise
 
-    def _lock(self):
-        if not stat.S_ISREG(os.fstat(self.fd).st_mode):
-            raise UserError(f"{self.path} is not a regular file", self.where)
-        try:
-            import fcntl                # lazy: POSIX only; elsewhere the sweep runs unlocked
-            fcntl.flock(self.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except ImportError:             # no advisory locks on this platform
-            pass
-        except OSError:
-            raise UserError(f"another sweep is writing {self.path}", self.where) from None
-
-    def _read(self) -> list[dict]:
-        """The complete rows already in the file; a torn last line is cut off, a new or empty
-        file gets the header."""
-        with open(self.path, "rb") as f:
-            data = f.read()
-        header_line = _csv_line(self.header).encode()
-        complete = data[:data.rfind(b"\n") + 1]
-        if not complete:                # new, empty, or a header cut short by a kill
-            if data and not header_line.startswith(data):
-                raise self._mismatch("its first line is not a sweep header")
-            self._truncate(0)
-            self._write(header_line)
-            return []
-        try:
-            lines = complete.decode("utf-8").split("\n")[:-1]
-        except UnicodeDecodeError:
-            raise self._mismatch("it is not UTF-8 text") from None
-        if next(csv.reader(lines[:1])) != self.header:
-            raise self._mismatch("its header differs")
-        rows, seen, keep = [], {}, len(lines)
-        for number, values in enumerate(csv.reader(lines[1:]), start=2):
-            if len(values) != len(self.header):
-                if number == len(lines):    # a torn last line: drop it
-                    keep = number - 1
-                    break
-                raise UserError(f"line {number} has {len(values)} fields, the header "
-                                f"{len(self.header)}", f"{self.path}:{number}",
-                                hint="the file is damaged: choose another -o or delete it")
-            row = dict(zip(self.header, values))
-            key = tuple(row[k] for k in KEY)
-            if key in seen:
-                raise UserError(f"the row of {', '.join(key)} appears twice (lines {seen[key]} "
-                                f"and {number})", f"{self.path}:{number}",
-                                hint="the file is damaged: choose another -o or delete it")
-            seen[key] = number
-            rows.append(row)
-        good = sum(len(line.encode()) + 1 for line in lines[:keep])
-        if good != len(data):
-            self._truncate(good)
-        return rows
-
-    def _mismatch(self, why: str) -> UserError:
-        return UserError(f"{self.path} exists but was not written by this sweep ({why}; "
-                         f"expected columns: {', '.join(self.header)})", self.where,
-                         hint="choose another -o or delete the file")
-
-    def _truncate(self, size: int):
-        try:
-            os.ftruncate(self.fd, size)
-        except OSError as e:
-            raise self._write_error(e) from None
-
-    def _write_error(self, e: OSError) -> UserError:
-        return UserError(f"cannot write to {self.path}: {e.strerror}; the {len(self.rows)} rows "
-                         f"written before are intact: free space or choose another -o, then run "
-                         f"the same sweep again to resume", self.where)
-
-    def _write(self, data: bytes):
-        size = os.lseek(self.fd, 0, os.SEEK_END)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(self.fd, view):]
-            os.fsync(self.fd)
-        except OSError as e:
+def _check_out(path: str, header: list[str]):
+    """Refuse, before any run, an output that cannot be written or that holds something other
+    than a sweep's rows (it is replaced at the end)."""
+    where = f"-o {path}"
+    target = os.path.realpath(path)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=".sweep.", suffix=".tmp",
+                                   dir=os.path.dirname(target))
+        os.close(fd)
+        os.unlink(tmp)
+        if os.path.lexists(target) and not stat.S_ISREG(os.stat(target).st_mode):
+            raise UserError(f"{path} is not a regular file", where, hint="choose another -o")
+        with contextlib.suppress(FileNotFoundError), open(target, "rb") as f:
+            data = f.read(1 << 16)
+            first, newline, _ = data.partition(b"\n")
+            torn = not newline and _csv_line(header).encode().startswith(first)
             try:
-                os.ftruncate(self.fd, size)     # leave no partial row behind
-            except OSError:
-                pass                            # a torn line is dropped on the next start
-            raise self._write_error(e) from None
+                ours = not data or torn or _is_header(first.decode("utf-8"))
+            except (UnicodeDecodeError, csv.Error):
+                ours = False
+            if not ours:
+                raise UserError(f"{path} exists but was not written by a sweep (its first line "
+                                f"is not a sweep's header; expected columns: "
+                                f"{', '.join(header)})", where,
+                                hint="choose another -o or delete the file")
+    except OSError as e:
+        raise UserError(f"cannot open {path} for writing: {e.strerror}", where,
+                        hint="choose another -o") from None
 
-    def append(self, row: dict):
-        values = {name: _cell(row.get(name)) for name in self.header}
-        self._write(_csv_line(values[name] for name in self.header).encode())
-        self.rows.append(values)
 
-    def rewrite_sorted(self):
-        """Put the rows in key order: a temporary file beside it, then an atomic rename."""
-        ordered = sorted(self.rows, key=sort_key)
-        if ordered == self.rows:
-            return
-        directory = os.path.dirname(os.path.abspath(self.path))
-        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(self.path)}.", suffix=".tmp",
-                                   dir=directory)
-        try:
-            os.chmod(tmp, os.stat(self.path).st_mode & 0o777)   # keep the file's permissions
-            with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-                writer = csv.writer(f, lineterminator="\n")
-                writer.writerow(self.header)
-                writer.writerows([row[name] for name in self.header] for row in ordered)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, self.path)
-        except OSError as e:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-            raise UserError(f"cannot rewrite {self.path} in order: {e.strerror}; its rows are "
-                            f"all there, unordered", self.where) from None
-        self.rows = ordered
-
-    def close(self):
-        os.close(self.fd)
+def _write_csv(path: str, header: list[str], rows: list[dict], store: str):
+    """Replace `path` by the rows: a temporary file beside it, an fsync, an atomic rename."""
+    target = os.path.realpath(path)
+    if os.path.exists(target):
+        mode = os.stat(target).st_mode & 0o777                  # keep the file's permissions
+    else:
+        umask = os.umask(0)
+        os.umask(umask)
+        mode = 0o666 & ~umask
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(target)}.", suffix=".tmp",
+                                   dir=os.path.dirname(target))
+        os.chmod(tmp, mode)
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
+            writer = csv.writer(f, lineterminator="\n")
+            writer.writerow(header)
+            writer.writerows([row[name] for name in header] for row in rows)
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, target)
+    except OSError as e:
+        if tmp is not None and os.path.exists(tmp):
+            os.unlink(tmp)
+        raise UserError(f"cannot write {path}: {e.strerror}; every finished run is kept in the "
+                        f"results store {store}: free space or choose another -o, then run the "
+                        f"same sweep again", f"-o {path}") from None
 
 
 def read_rows(path: str | Path) -> list[dict]:
@@ -340,7 +305,8 @@ def _values(name: str, values, default) -> list:
     return list(dict.fromkeys(values))
 
 
-def _grid(programs, machine, depths, fanouts) -> tuple[list[Point], dict]:
+def _grid(programs, machine, depths, fanouts) -> tuple[list[Point], dict, dict]:
+    """The points, the checked programs by label and what each contributes to a store key."""
     if isinstance(programs, (str, Path)):
         programs = [programs]
     loaded = {}
@@ -355,13 +321,16 @@ def _grid(programs, machine, depths, fanouts) -> tuple[list[Point], dict]:
                         f"{type(machine).__name__}", "--machine")
     label = str(machine) if str(machine) in PRESETS else os.path.normpath(str(machine))
     template = api.build_machine(label)
+    digests = {prog: program_inputs(code) for prog, code in loaded.items()}
     points = {}                 # by key: the machine's own depth may also be listed explicitly
-    for prog in loaded:
+    for prog, code in loaded.items():
         for d in _values("depths", depths, None):
             for f in _values("fanouts", fanouts, None):
-                point = Point(prog, os.path.abspath(prog), label, api.build_machine(template, d, f))
+                spec = api.build_machine(template, d, f)
+                key = evaluation_key(TIMING, timing_inputs(code, spec, digests[prog]))
+                point = Point(prog, code, label, spec, key)
                 points.setdefault(point.key, point)
-    return list(points.values()), loaded
+    return list(points.values()), loaded, digests
 
 
 def _connect(address: str):
@@ -373,65 +342,111 @@ def _connect(address: str):
 
 
 def _results(points: list[Point], workers: int, dask):
-    """Each point's worker result, in the order they finish."""
+    """(point, its worker result) for each point, in the order they finish."""
     if dask is not None:
         # lazy: Dask is an optional extra (.[dask]) and takes ~1 s to import
         from distributed import Client, as_completed as dask_completed
         client = dask if isinstance(dask, Client) else _connect(str(dask))
         try:
-            futures = [client.submit(run_point, p, pure=False) for p in points]
-            for future in dask_completed(futures):
-                yield future.result()
+            futures = {client.submit(run_point, p, pure=False): p for p in points}
+            for future in dask_completed(list(futures)):
+                yield futures[future], future.result()
                 future.release()
         finally:
             if client is not dask:
                 client.close()
     elif workers == 1:
-        yield from map(run_point, points)
+        for p in points:
+            yield p, run_point(p)
     else:
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
         try:
-            for future in as_completed([pool.submit(run_point, p) for p in points]):
-                yield future.result()
+            futures = {pool.submit(run_point, p): p for p in points}
+            for future in as_completed(futures):
+                yield futures[future], future.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
+def store_path(out: str | Path, store: str | Path | None = None) -> str:
+    """The results store of a sweep: `store`, or the CSV's path with the suffix .sqlite."""
+    if store is not None:
+        return str(store)
+    path = Path(out).with_suffix(".sqlite")
+    if path == Path(out):
+        raise UserError(f"the results store beside {out} would be the file itself", f"-o {out}",
+                        hint="give the store's path with --store")
+    return str(path)
+
+
 def sweep(programs, machine: str = "f1", depths=None, fanouts=None, gpus=(),
           out: str | Path = "results.csv", workers: int | None = None, dask=None,
-          progress: bool = True) -> list[dict]:
-    """Run every (program, depth, fan-out) point of `machine` that `out` has no row for yet,
-    appending each row as it finishes; return the grid's rows in key order (numbers typed, empty
-    cells None).
+          progress: bool = True, store: str | Path | None = None) -> list[dict]:
+    """Run every (program, depth, fan-out) point of `machine` that the results store has no
+    evaluation of yet, storing each as it finishes; write the grid's rows to `out` and return
+    them in key order (numbers typed, empty cells None).
 
     `depths`/`fanouts`: an int or a list; None keeps the machine's own. `gpus`: GPU baseline
     names (`fractal.baseline.GPUS`). `workers`: local worker processes (default one per core;
     1 runs in this process). `dask`: a scheduler address or a `distributed.Client` to run the
-    points on instead. Scripts that use worker processes need an `if __name__ == "__main__":`
-    guard (they are started with spawn).
+    points on instead. `store`: the results store (default: `out` with the suffix .sqlite).
+    Scripts that use worker processes need an `if __name__ == "__main__":` guard (they are
+    started with spawn).
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
         raise UserError(f"workers must be a positive integer, got {workers!r}", "--workers")
     if workers is not None and dask is not None:
         raise UserError("give either local workers or a Dask scheduler, not both", "--workers")
-    points, programs = _grid(programs, machine, depths, fanouts)
-    tags, baselines = _gpu_baselines(programs, gpus)
-    results = ResultsFile(out, columns(tags))
-    try:
-        done = {tuple(row[k] for k in KEY) for row in results.rows}
-        todo = [p for p in points if p.key not in done]
-        workers = workers or max(1, min(os.cpu_count() or 1, len(todo)))
-        with tqdm(total=len(points), initial=len(points) - len(todo), unit="run", desc="sweep",
-                  disable=not progress, file=sys.stderr, dynamic_ncols=True) as bar:
-            for kind, value in (_results(todo, workers, dask) if todo else ()):
-                if kind == "internal":
-                    raise InternalError(*value)
-                results.append(_with_gpus(value, tags, baselines))
-                bar.update()
-        results.rewrite_sorted()
-        grid = {p.key for p in points}
-        return [_typed(row) for row in results.rows
-                if tuple(row[k] for k in KEY) in grid]
-    finally:
-        results.close()
+    points, programs, digests = _grid(programs, machine, depths, fanouts)
+    specs = _load_gpus(gpus)
+    out, path = str(out), store_path(out, store)
+    header = columns(list(specs))
+    _check_out(out, header)
+    with Store(path, "--store" if store is not None else f"-o {out}") as db:
+        baselines = _gpu_baselines(db, programs, specs, digests)
+        results = db.get_many(p.evaluation for p in points)
+        todo = [p for p in points if p.evaluation not in results]
+
+        def rows():
+            done = sorted((p for p in points if p.evaluation in results),
+                          key=lambda p: sort_key(dict(zip(KEY, p.key))))
+            return [{name: _cell(value) for name, value in _row(p, results[p.evaluation],
+                                                                 specs, baselines).items()}
+                    for p in done]
+        try:
+            n = max(1, min(os.cpu_count() or 1, len(todo))) if workers is None else workers
+            with tqdm(total=len(points), initial=len(points) - len(todo), unit="run",
+                      desc="sweep", disable=not progress, file=sys.stderr,
+                      dynamic_ncols=True) as bar:
+                for point, (kind, value) in (_results(todo, n, dask) if todo else ()):
+                    if kind == "internal":
+                        raise InternalError(*value)
+                    db.put(point.evaluation, TIMING,
+                           timing_inputs(point.code, point.spec, digests[point.program]), value)
+                    results[point.evaluation] = value
+                    bar.update()
+        except BaseException:               # the CSV shows the runs done before the stop
+            with contextlib.suppress(Exception):
+                _write_csv(out, header, rows(), path)
+            raise
+        grid = rows()
+        _write_csv(out, header, grid, path)
+    return Rows((_typed(row) for row in grid), ran=len(todo), store=path)
+
+
+class Rows(list):
+    """A sweep's rows, with how many of its points were run now (`ran`; the others came from
+    the results store) and the store's path."""
+
+    def __init__(self, rows, ran: int, store: str):
+        super().__init__(rows)
+        self.ran, self.store = ran, store
+
+
+def _row(point: Point, result: dict, specs: dict, baselines: dict) -> dict:
+    """A CSV row: the point's key, its stored result and its GPU columns."""
+    row = {name: None for name in columns(list(specs))}
+    row.update(zip(KEY, point.key))
+    row.update(result)
+    return _with_gpus(row, list(specs), baselines)

@@ -1,4 +1,5 @@
-"""`fractal sweep`: run programs over a grid of machine sizes into a resumable CSV."""
+"""`fractal sweep`: run programs over a grid of machine sizes into a CSV, each run kept in a
+results store that an interrupted or repeated sweep resumes from."""
 from __future__ import annotations
 
 import argparse
@@ -42,7 +43,8 @@ def name_list(text: str) -> tuple[str, ...]:
 
 def register(sub):
     p = sub.add_parser("sweep", help="run programs over a grid of machine sizes (timing only) "
-                                     "into a CSV that an interrupted sweep resumes")
+                                     "into a CSV; runs are kept in a results store that a "
+                                     "repeated sweep resumes from")
     p.add_argument("programs", nargs="+", metavar="PROGRAM")
     p.add_argument("--machine", "-m", default="f1",
                    help="preset name (tiny, f1, f100) or a machine .toml file (default f1)")
@@ -53,8 +55,10 @@ def register(sub):
     p.add_argument("--gpu", type=name_list, default=(),
                    help="GPU baselines to compare with, e.g. 1080ti,v100,h100")
     p.add_argument("-o", "--out", default="results.csv",
-                   help="CSV to write; rows already in it are kept and not run again "
-                        "(default results.csv)")
+                   help="CSV to write, the grid's rows (default results.csv)")
+    p.add_argument("--store", metavar="FILE.sqlite",
+                   help="results store to resume from and add to, keyed by the content of every "
+                        "input (default: the CSV's path with the suffix .sqlite)")
     p.add_argument("--workers", type=positive_int,
                    help="local worker processes (default: one per core)")
     p.add_argument("--dask", metavar="ADDRESS",
@@ -65,9 +69,10 @@ def register(sub):
 def run(args, out) -> int:
     from fractal.sweep import sweep  # lazy: numpy, the compiler, tqdm (~0.3 s), not every command
     rows = sweep(args.programs, args.machine, args.depth, args.fanout, args.gpu, args.out,
-                 args.workers, args.dask, progress=sys.stderr.isatty())
+                 args.workers, args.dask, progress=sys.stderr.isatty(), store=args.store)
     failed = [r for r in rows if r["error"]]
-    print(f"{len(rows)} runs in {args.out}" + (f", {len(failed)} with an error:" if failed else ""),
+    print(f"{len(rows)} runs in {args.out} ({rows.ran} run now, {len(rows) - rows.ran} from the "
+          f"results store {rows.store})" + (f", {len(failed)} with an error:" if failed else ""),
           file=out)
     for r in failed[:10]:
         print(f"  {r['program']} depth {r['depth']} fan-out {r['fanout']}: {r['error']}", file=out)

@@ -1,8 +1,9 @@
-"""Machine-size sweeps: rows against direct runs, resume after SIGKILL and torn lines, a Dask
-cluster giving the same rows, and the errors a user can cause."""
+"""Machine-size sweeps: rows against direct runs, resume from the results store after SIGKILL, a
+Dask cluster giving the same rows, and the errors a user can cause."""
 import errno
 import os
 import signal
+import sqlite3
 import subprocess
 import sys
 import time
@@ -14,7 +15,8 @@ from fractal import api
 from fractal import sweep as sweep_module
 from fractal.cli import main
 from fractal.commands.sweep import int_range
-from fractal.sweep import KEY, ResultsFile, columns, read_rows, sweep
+from fractal.store import Store
+from fractal.sweep import KEY, columns, read_rows, sweep
 from isa.errors import UserError
 
 from tests.sweep.sweep_helpers import GRID, N_POINTS, PROGRAMS, ROOT, fractal
@@ -24,6 +26,15 @@ MLP = PROGRAMS[0]
 
 def data_lines(path) -> list[str]:
     return Path(path).read_text().splitlines()[1:]
+
+
+def stored_runs(path) -> int:
+    """Timing rows in a results store (0 while it is being created)."""
+    try:
+        with sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5) as db:
+            return db.execute("SELECT count(*) FROM evaluations WHERE kind = 'timing'").fetchone()[0]
+    except sqlite3.Error:
+        return 0
 
 
 def test_rows_match_direct_runs(reference):
@@ -48,50 +59,44 @@ def test_rows_match_direct_runs(reference):
         assert row["speedup_vs_v100"] == pytest.approx(gpu_seconds / r.seconds)
 
 
-def test_killed_and_torn_sweep_resumes_to_the_same_file(reference, tmp_path):
-    out = tmp_path / "results.csv"
+def test_killed_sweep_resumes_to_the_same_file(reference, tmp_path):
+    out, store = tmp_path / "results.csv", tmp_path / "results.sqlite"
     proc = subprocess.Popen([sys.executable, "-m", "fractal.cli", "sweep", *PROGRAMS, *GRID,
                              "-o", str(out), "--workers", "1"], cwd=ROOT, start_new_session=True,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
-        if out.exists() and out.read_bytes().count(b"\n") >= 4:     # header + 3 rows
+        if store.exists() and stored_runs(store) >= 3:
             break
         time.sleep(0.005)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
     assert proc.returncode == -signal.SIGKILL, "the sweep ended before it could be killed"
-    data = out.read_bytes()
-    complete = data[:data.rfind(b"\n") + 1]
-    lines = complete.splitlines()
-    assert 4 <= len(lines) <= N_POINTS, len(lines)
-    # a row's write torn by the kill: the last row without its second half or its newline
-    out.write_bytes(complete[:-(len(lines[-1]) // 2 + 1)])
+    before = stored_runs(store)
+    assert 3 <= before < N_POINTS
+    assert not out.exists()                 # the CSV is written at the end only
 
     res = fractal("sweep", *PROGRAMS, *GRID, "-o", out)
     assert res.returncode == 0, res.stderr
-    assert sorted(data_lines(out)) == sorted(data_lines(reference))
-    assert out.read_bytes() == reference.read_bytes()           # rewritten in key order
+    assert f"({N_POINTS - before} run now, {before} from the results store" in res.stdout
+    assert stored_runs(store) == N_POINTS
+    assert out.read_bytes() == reference.read_bytes()
 
 
 def test_resume_runs_only_the_missing_points(reference, tmp_path, monkeypatch):
     out = tmp_path / "results.csv"
-    lines = reference.read_text().splitlines(keepends=True)
-    out.write_text("".join(lines[:5]) + lines[5][:20])           # four rows and a torn fifth
+    first = sweep(PROGRAMS, "tiny", [1], [2, 4], ["v100"], out, workers=1, progress=False)
+    assert len(first) == first.ran == 4
     ran = []
     run_point = sweep_module.run_point
 
     def run_and_look(point):
-        # at every moment of the sweep the file holds only whole rows
-        text = out.read_text()
-        assert text.endswith("\n")
-        assert {len(line.split(",")) for line in text.splitlines()} == {len(lines[0].split(","))}
         ran.append(point.key)
         return run_point(point)
     monkeypatch.setattr(sweep_module, "run_point", run_and_look)
     rows = sweep(PROGRAMS, "tiny", [1, 2], [2, 4, 8], ["v100"], out, workers=1, progress=False)
-    done = {tuple(line.split(",")[:4]) for line in lines[1:5]}
-    assert len(ran) == N_POINTS - 4 and not done & set(ran)
+    done = {tuple(str(r[k]) for k in KEY) for r in first}
+    assert len(ran) == rows.ran == N_POINTS - 4 and not done & set(ran)
     assert len(rows) == N_POINTS
     assert out.read_bytes() == reference.read_bytes()
 
@@ -143,24 +148,62 @@ def test_unwritable_output_exits_2_without_traceback(tmp_path):
 
 def test_full_disk_keeps_the_rows_written_before(reference, tmp_path, monkeypatch):
     out = tmp_path / "results.csv"
-    writes = []
-    real_write = os.write
+    puts = []
+    real_put = Store.put
 
-    def write(fd, data):
-        writes.append(data)
-        if len(writes) > 3:                                     # header and two rows
-            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
-        return real_write(fd, data)
-    monkeypatch.setattr(sweep_module.os, "write", write)
-    with pytest.raises(UserError, match="No space left on device.*2 rows written before are "
-                                        "intact"):
+    def put(self, key, kind, inputs, result):
+        if kind == "timing":
+            puts.append(key)
+            if len(puts) > 2:
+                raise UserError("cannot write to the results store: database or disk is full",
+                                self.where)
+        return real_put(self, key, kind, inputs, result)
+    monkeypatch.setattr(Store, "put", put)
+    with pytest.raises(UserError, match="database or disk is full"):
         sweep(PROGRAMS, "tiny", [1, 2], [2, 4, 8], ["v100"], out, workers=1, progress=False)
     monkeypatch.undo()
-    lines = out.read_text().splitlines(keepends=True)
-    assert len(lines) == 3 and all(line.endswith("\n") for line in lines)
-    assert set(lines[1:]) <= set(reference.read_text().splitlines(keepends=True))
-    sweep(PROGRAMS, "tiny", [1, 2], [2, 4, 8], ["v100"], out, workers=1, progress=False)
+    assert len(data_lines(out)) == 2                # the CSV shows the rows stored before
+    assert set(data_lines(out)) <= set(data_lines(reference))
+    rows = sweep(PROGRAMS, "tiny", [1, 2], [2, 4, 8], ["v100"], out, workers=1, progress=False)
+    assert rows.ran == N_POINTS - 2
     assert out.read_bytes() == reference.read_bytes()
+
+
+def test_a_full_store_or_csv_is_a_located_error(reference, tmp_path, monkeypatch):
+    out = tmp_path / "results.csv"
+    store = Store(tmp_path / "results.sqlite")
+    store.close()
+
+    class Full:
+        def __init__(self, db):
+            self.db = db
+
+        def execute(self, sql, *args):
+            if sql.startswith("INSERT") and "evaluations" in sql:
+                raise sqlite3.OperationalError("database or disk is full")
+            return self.db.execute(sql, *args)
+
+        def close(self):
+            self.db.close()
+    real_open = Store._open
+
+    def open_full(self, create):
+        real_open(self, create)
+        self.db = Full(self.db)
+    monkeypatch.setattr(Store, "_open", open_full)
+    with pytest.raises(UserError, match=f"cannot write to the results store {tmp_path}.*"
+                                        "database or disk is full") as e:
+        sweep([MLP], "tiny", 1, 2, out=out, workers=1, progress=False)
+    assert e.value.where == f"-o {out}"
+    monkeypatch.undo()
+
+    def replace(src, dst):
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(sweep_module.os, "replace", replace)
+    with pytest.raises(UserError, match="No space left on device; every finished run is kept in "
+                                        "the results store"):
+        sweep([MLP], "tiny", 1, 2, out=out, workers=1, progress=False)
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
 
 
 def test_header_mismatch_is_refused(reference, tmp_path, capsys):
@@ -169,32 +212,26 @@ def test_header_mismatch_is_refused(reference, tmp_path, capsys):
     argv = ["sweep", MLP, "--machine", "tiny", "--depth", "1", "-o", str(out)]
     assert main(argv) == 2
     err = capsys.readouterr().err
-    assert f"-o {out}: error: {out} exists but was not written by this sweep" in err
+    assert f"-o {out}: error: {out} exists but was not written by a sweep" in err
     assert "choose another -o or delete the file" in err
     assert out.read_text() == "a,b,c\n1,2,3\n"
-    # the same file asked for other GPU columns
-    assert main(["sweep", MLP, "--machine", "tiny", "-o", str(reference)]) == 2
-    assert "its header differs" in capsys.readouterr().err
+    # a sweep's CSV with other GPU columns is replaced: it is written from the store
+    other = tmp_path / "other.csv"
+    other.write_bytes(reference.read_bytes())
+    assert main(["sweep", MLP, "--machine", "tiny", "--depth", "1", "--fanout", "2",
+                 "-o", str(other)]) == 0
+    assert other.read_text().splitlines()[0] == ",".join(columns())
 
 
-def test_damaged_rows_are_refused(reference, tmp_path):
+def test_rows_of_an_earlier_csv_are_never_trusted(reference, tmp_path):
+    # the old CSV was the sweep's memory: a row in it was kept whatever it held
     out = tmp_path / "results.csv"
     lines = reference.read_text().splitlines(keepends=True)
-    out.write_text(lines[0] + "x,y\n" + "".join(lines[1:]))
-    with pytest.raises(UserError, match="line 2 has 2 fields"):
-        sweep(PROGRAMS, "tiny", 1, 2, ["v100"], out, workers=1, progress=False)
-    out.write_text("".join(lines[:3]) + lines[2])
-    with pytest.raises(UserError, match="appears twice"):
-        sweep(PROGRAMS, "tiny", 1, 2, ["v100"], out, workers=1, progress=False)
-
-
-def test_a_second_sweep_on_the_same_file_is_refused(tmp_path):
-    first = ResultsFile(tmp_path / "results.csv", columns())
-    try:
-        with pytest.raises(UserError, match="another sweep is writing"):
-            ResultsFile(tmp_path / "results.csv", columns())
-    finally:
-        first.close()
+    forged = lines[7].replace("tiny,1,2,2,", "tiny,1,2,999,", 1)
+    assert forged != lines[7]
+    out.write_text(lines[0] + lines[1] + forged + f"{MLP},tiny,1\n")
+    sweep(PROGRAMS, "tiny", 1, 2, ["v100"], out, workers=1, progress=False)
+    assert out.read_text() == lines[0] + lines[1] + lines[7]
 
 
 def test_ranges():
@@ -260,13 +297,3 @@ def test_the_machines_own_size_listed_again_is_one_point(tmp_path):
                  "tiny", None, [None, 4, 2], out=tmp_path / "r.csv", workers=1, progress=False)
     assert [(r["program"], r["depth"], r["fanout"]) for r in rows] == [
         (mlp, 1, "2"), (mlp, 1, "4")]
-
-
-def test_a_last_line_with_the_wrong_field_count_is_dropped(reference, tmp_path):
-    out = tmp_path / "results.csv"
-    lines = reference.read_text().splitlines(keepends=True)
-    assert lines[1].startswith(f"{PROGRAMS[1]},tiny,1,2,")
-    assert lines[7].startswith(f"{MLP},tiny,1,2,")
-    out.write_text(lines[0] + lines[1] + f"{MLP},tiny,1\n")
-    sweep(PROGRAMS, "tiny", 1, 2, ["v100"], out, workers=1, progress=False)
-    assert out.read_text() == lines[0] + lines[1] + lines[7]
