@@ -179,3 +179,17 @@ def test_run_and_machines_json_carry_the_area(tmp_path):
     assert rows["f1"]["area_mm2"] == pytest.approx(machine_area(preset("f1")).total)
     assert rows["f1"]["area_mm2"] == pytest.approx(sum(rows["f1"]["area_mm2_per_level"]))
     assert len(rows["f100"]["area_breakdown_mm2_per_level"]) == 4
+
+
+def test_a_distributed_memory_states_no_technology():
+    """A distributed level's memory is its children's: it has no technology of its own."""
+    text = TWO.replace("memory_bytes = 2_097_152\nmemory_bandwidth = 64\n",
+                       'memory = "distributed"\nmemory_share = 0.5\nbandwidth_share = 0.5\n'
+                       'memory_technology = "hbm"\n').replace("memory_pj_per_byte = 20.0\n", "")
+    with pytest.raises(UserError) as e:
+        machine_from_dict(tomllib.loads(text), "m.toml")
+    assert e.value.where == "m.toml: level[0].memory_technology"
+    m = machine_from_dict(tomllib.loads(text.replace('memory_technology = "hbm"\n', "")), "m.toml")
+    root, leaf = machine_area(m).levels
+    # the root's SRAM is the leaves' (counted at the leaves, whole): 2 x 1 MiB, none at the root
+    assert root.sram == 0 and leaf.sram == pytest.approx(2 * SRAM7)
