@@ -17,13 +17,15 @@ Every constant carries its source; "ours" marks our own estimate with its reason
 SRAM are given at one published node each and scaled to the machine's node by two published
 tables (logic: transistor density of NVIDIA's flagship GPU dies; SRAM: TSMC's high-density
 bit cell), interpolated as a power law between tabulated nodes; PHYs and off-chip transceivers do
-not scale. The machine package imports nothing of ours but the error types, and this module
-nothing but the machine description.
+not scale. Like the rest of the machine package, the module imports nothing of ours but the
+error types.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+
+from isa.errors import InternalError
 
 __all__ = ["LevelArea", "MachineArea", "machine_area", "logic_scale", "sram_scale",
            "sram_mm2_per_mib", "mac_um2", "PROCESS_NM_RANGE", "DEFAULT_PROCESS_NM", "COMPONENTS"]
@@ -66,8 +68,9 @@ def _interpolate(table: dict, nm: float) -> float:
     """The table's value at `nm`: exact at a tabulated node, a power law in the node between the
     two tabulated nodes around it (straight on a log-log plot)."""
     lo, hi = PROCESS_NM_RANGE
-    if not lo <= nm <= hi:
-        raise ValueError(f"process node {nm} nm outside the model's {lo}-{hi} nm")
+    if not lo <= nm <= hi:          # machine files are checked against the same range
+        raise InternalError("the area model's process node lies in its tables' span",
+                            "machine/area.py", f"{nm} nm, outside {lo} to {hi} nm")
     nodes = sorted(table)
     if nm in table:
         return table[nm]
@@ -125,7 +128,8 @@ TPU_MAC_CELL_UM2_28NM = 0.24 * 331e6 / 65536
 REGISTER_UM2_PER_BIT_28NM = ((TPU_MAC_CELL_UM2_28NM - MAC_ARITHMETIC_UM2_45NM["i8"]
                               * logic_scale(HOROWITZ_NM, 28)) / MAC_REGISTER_BITS["i8"])
 
-#: the type of the MAC cells: the presets' arrays are 16-bit (machine files state no MAC type yet)
+#: the type of the MAC cells and of vector and LFU lanes: the presets' arrays are 16-bit (machine
+#: files state no MAC type yet)
 MAC_DTYPE = "f16"
 
 
@@ -205,7 +209,7 @@ class MachineArea:
 def machine_area(m) -> MachineArea:
     """The area of every level of machine `m` (a `machine.Machine`) at its process node."""
     nm = m.process_nm
-    mac, lane = mac_um2(nm) * 1e-6, mac_um2(nm, "f16") * 1e-6
+    cell = mac_um2(nm) * 1e-6                   # a MAC cell, and a vector or LFU lane
     register = REGISTER_UM2_PER_BIT_28NM * logic_scale(28, nm) * 1e-6
     gbps = m.frequency_hz / 1e9                 # GB/s per byte/cycle
     # a level holding a DRAM memory is a chip or card of its own: its link, and every link
@@ -233,6 +237,6 @@ def machine_area(m) -> MachineArea:
         else:
             link = lv.link_bandwidth * 8 * NOC_REGISTER_BITS_PER_LINK_BIT * register
         out.append(LevelArea(lv.name, nodes, sram=nodes * sram, memory_phy=nodes * phy,
-                             mac_array=nodes * macs * mac, vector=nodes * lanes * lane,
+                             mac_array=nodes * macs * cell, vector=nodes * lanes * cell,
                              links=nodes * link))
     return MachineArea(nm, tuple(out))
