@@ -42,7 +42,8 @@ DEFAULT_PROCESS_NM = 16.0
 LOGIC_MTR_PER_MM2 = {
     40: 3.0e3 / 529,    # GF100 (Fermi), TSMC 40 nm: 3.0 billion transistors, 529 mm2
                         # (NVIDIA Fermi compute architecture whitepaper, 2009; die from public GPU databases)
-    28: 7.08e3 / 561,   # GK110 (Kepler), TSMC 28 nm: 7.08 billion, 561 mm2 (NVIDIA Kepler GK110 whitepaper, 2012)
+    28: 7.08e3 / 561,   # GK110 (Kepler), TSMC 28 nm: 7.08 billion, 561 mm2 (NVIDIA Kepler GK110 whitepaper,
+                        # 2012, rounds to 7.1 billion; count and die from public GPU databases)
     16: 15.3e3 / 610,   # GP100 (Pascal), TSMC 16 nm FinFET: 15.3 billion, 610 mm2 (NVIDIA Tesla P100 whitepaper, 2016)
     12: 21.1e3 / 815,   # GV100 (Volta), TSMC 12 nm FFN: 21.1 billion, 815 mm2 (NVIDIA Tesla V100 whitepaper, 2017)
     7: 54.2e3 / 826,    # GA100 (Ampere), TSMC N7: 54.2 billion, 826 mm2 (NVIDIA A100 Tensor Core GPU whitepaper, 2020)
@@ -93,8 +94,9 @@ def sram_scale(from_nm: float, to_nm: float) -> float:
 # ---------------------------------------------------------------- SRAM
 
 #: mm2 per MiB of SRAM at TSMC N7, macros with their periphery (decoders, sense amplifiers,
-#: redundancy) as built: AMD's 3D V-Cache die holds 64 MiB of L3 in 41 mm2 at TSMC N7 (AMD, Hot
-#: Chips 33, 2021, and ISSCC 2022). Its bit cells alone would take 64 x 2^23 x 0.027 um2 = 14.5 mm2:
+#: redundancy) as built: AMD's 3D V-Cache die holds 64 MiB of L3 in 41 mm2 at TSMC N7 (Wuu et al.,
+#: "3D V-Cache: the implementation of a hybrid-bonded 64MB stacked cache for a 7nm x86-64 CPU",
+#: ISSCC 2022). Its bit cells alone would take 64 x 2^23 x 0.027 um2 = 14.5 mm2:
 #: the periphery, through-silicon vias and control make up the rest (35% array efficiency)
 SRAM_MM2_PER_MIB_7NM = 41.0 / 64
 
@@ -106,7 +108,7 @@ def sram_mm2_per_mib(nm: float) -> float:
 # ---------------------------------------------------------------- MAC cells and lanes
 
 #: arithmetic area, um2 at 45 nm, of one multiplier and one accumulating adder per data type
-#: (Horowitz, "Computing's energy problem", ISSCC 2014, Fig. 1.1.9: 8b mult 282, 32b add 137,
+#: (Horowitz, "Computing's energy problem (and what we can do about it)", ISSCC 2014: 8b mult 282, 32b add 137,
 #: 32b mult 3495, 16b FP mult 1640, 32b FP add 4184, 32b FP mult 7700), with the register bits a
 #: cell of a weight-stationary array holds (weight, passing operand, partial sum). Integer types
 #: accumulate in 32 bits and 16-bit floats in 32-bit floats, as TPU v1 and tensor cores do; bf16
@@ -120,7 +122,7 @@ MAC_REGISTER_BITS = {"i8": 8 + 8 + 32, "i32": 32 + 32 + 32, "f16": 16 + 16 + 32,
 HOROWITZ_NM = 40
 
 #: TPU v1 (Jouppi et al., "In-datacenter performance analysis of a tensor processing unit",
-#: ISCA 2017, Fig. 2 and Table 2): the 256 x 256 8-bit matrix unit takes 24% of a die of at most
+#: ISCA 2017, the die's floor plan and its table of servers): the 256 x 256 8-bit matrix unit takes 24% of a die of at most
 #: 331 mm2 at 28 nm: 1,212 um2 per MAC cell as built, arithmetic, registers and wiring together
 TPU_MAC_CELL_UM2_28NM = 0.24 * 331e6 / 65536
 #: what the TPU's cell holds beyond Horowitz's arithmetic, per register bit of an 8-bit cell
