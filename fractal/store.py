@@ -116,11 +116,16 @@ def evaluation_key(kind: str, inputs: dict, version: str | None = None) -> str:
     return hashlib.sha256(canonical(document).encode()).hexdigest()
 
 
+def _checksum(key: str, result: str) -> str:
+    """What a row's result text must hash to (with its key): a damaged page is caught."""
+    return hashlib.sha256(f"{key}\0{result}".encode()).hexdigest()[:16]
+
+
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (name TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS evaluations (
     key TEXT PRIMARY KEY, kind TEXT NOT NULL, version TEXT NOT NULL,
-    inputs TEXT NOT NULL, result TEXT NOT NULL);
+    inputs TEXT NOT NULL, result TEXT NOT NULL, checksum TEXT NOT NULL);
 """
 
 
@@ -131,12 +136,12 @@ class Store:
     def __init__(self, path: str | Path, where: str | None = None, create: bool = True):
         self.path = str(path)
         self.where = where or self.path
-        if not create and not os.path.isfile(self.path):
-            why = "is not a file" if os.path.exists(self.path) else "no such file"
-            raise UserError(f"cannot open the results store {self.path}: {why}", self.where)
         if os.path.isdir(self.path):
             raise UserError(f"cannot open the results store {self.path}: it is a directory",
                             self.where)
+        if not create and not os.path.isfile(self.path):
+            why = "not a regular file" if os.path.exists(self.path) else "no such file"
+            raise UserError(f"cannot open the results store {self.path}: {why}", self.where)
         try:
             uri = Path(os.path.abspath(self.path)).as_uri() + ("" if create else "?mode=ro")
             self.db = sqlite3.connect(uri, uri=True, timeout=BUSY_SECONDS, isolation_level=None)
@@ -194,7 +199,8 @@ class Store:
             chunk = keys[i:i + 500]
             try:
                 rows = self.db.execute(
-                    "SELECT key, kind, version, inputs, result FROM evaluations WHERE key IN "
+                    "SELECT key, kind, version, inputs, result, checksum FROM evaluations "
+                    "WHERE key IN "
                     f"({','.join('?' * len(chunk))})", chunk).fetchall()
             except sqlite3.Error as e:
                 raise self._error(e, "cannot read the results store") from None
@@ -203,12 +209,15 @@ class Store:
         return found
 
     def _checked(self, row) -> tuple:
-        """A row read back: (key, kind, version, inputs, result), its key checked."""
-        key, kind, version, inputs, result = row
+        """A row read back: (key, kind, version, inputs, result), its key and checksum
+        checked."""
+        key, kind, version, inputs, result, checksum = row
         at = f"{self.where}: evaluation {str(key)[:16]}"
         hint = "the store is damaged: give another --store or delete it"
         if not all(isinstance(v, str) for v in row):
             raise UserError("a column of the row is not text", at, hint=hint)
+        if _checksum(key, result) != checksum:
+            raise UserError("the row's checksum does not match its result", at, hint=hint)
         try:
             inputs, result = json.loads(inputs), json.loads(result)
         except ValueError as e:
@@ -228,18 +237,19 @@ class Store:
         pure function of its key, so another process's row is the same)."""
         if evaluation_key(kind, inputs) != key:
             raise InternalError("an evaluation is stored under the hash of its inputs", key[:16])
-        row = (key, kind, tool_version(), canonical(inputs), json.dumps(plain(result),
-                                                                      allow_nan=False))
         try:
-            self.db.execute("INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?, ?)", row)
-        except sqlite3.Error as e:
-            raise self._error(e, "cannot write to the results store") from None
+            text = json.dumps(plain(result), allow_nan=False)
         except ValueError:
             raise InternalError("store results are finite numbers", key[:16]) from None
+        row = (key, kind, tool_version(), canonical(inputs), text, _checksum(key, text))
+        try:
+            self.db.execute("INSERT OR IGNORE INTO evaluations VALUES (?, ?, ?, ?, ?, ?)", row)
+        except sqlite3.Error as e:
+            raise self._error(e, "cannot write to the results store") from None
 
     def evaluations(self, kind: str | None = None):
         """Every row (key, kind, version, inputs, result), checked, in key order."""
-        query = "SELECT key, kind, version, inputs, result FROM evaluations"
+        query = "SELECT key, kind, version, inputs, result, checksum FROM evaluations"
         args = ()
         if kind is not None:
             query, args = query + " WHERE kind = ?", (kind,)
