@@ -6,9 +6,9 @@ does not pull in the whole tool.
 """
 from importlib import import_module
 
-__all__ = ["load_program", "build_machine", "compile", "run", "reference", "Machine", "Level", "Compute"]
+__all__ = ["__version__", "load_program", "build_machine", "compile", "run", "reference", "Machine", "Level", "Compute"]
 
-_LAZY = {"load_program": "fractal.api", "build_machine": "fractal.api", "reference": "fractal.api",
+_LAZY = {"__version__": "fractal.version", "load_program": "fractal.api", "build_machine": "fractal.api", "reference": "fractal.api",
          "compile": "fractal.api", "run": "fractal.api",
          "Machine": "machine", "Level": "machine", "Compute": "machine"}
 

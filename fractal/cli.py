@@ -106,8 +106,20 @@ def data_args(p: argparse.ArgumentParser):
     p.add_argument("--save-outputs", metavar="DIR", help="write each output tensor to DIR/NAME.npy")
 
 
+class _Version(argparse.Action):
+    """`--version`: the release and the digest of the source (fractal/version.py)."""
+    def __init__(self, option_strings, dest, **kw):
+        super().__init__(option_strings, dest, nargs=0, help="print the tool's version and exit")
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        from fractal.version import tool_version
+        print(f"fractal {tool_version()}")
+        parser.exit()
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="fractal", description="Compiler and simulator for fractal machines.")
+    p.add_argument("--version", action=_Version)
     sub = p.add_subparsers(dest="command", required=True, parser_class=_Parser)
 
     c = sub.add_parser("check", help="parse and check programs, reporting every problem")
@@ -181,6 +193,7 @@ def _cmd_run(args, out) -> int:
     # lazy: the API and the reference interpreter load numpy and the compiler (~0.2 s)
     from fractal import api
     from isa.reference import save_outputs
+    machine = None
     if args.reference:
         res = api.reference(args.file, args.input, args.inputs, args.seed)
         report = res.to_json()
@@ -205,7 +218,7 @@ def _cmd_run(args, out) -> int:
     if args.save_outputs:
         save_outputs(outputs, args.save_outputs, where="--save-outputs")
     if args.json:
-        strict_json.dump(report, out)
+        strict_json.dump(_with_machine(report, machine), out)
         return EXIT_OK
     print(text, file=out)
     if args.save_outputs:
@@ -222,7 +235,7 @@ def _cmd_compile(args, out) -> int:
     from compiler import plan_json, plan_text
     plan = api.compile(args.file, checked_machine(args), args.mapping, args.objective)
     if args.json:
-        strict_json.dump(plan_json(plan), out)
+        strict_json.dump(_with_machine(plan_json(plan), plan.machine), out)
     else:
         print(plan_text(plan, detail=not args.summary), file=out)
     return EXIT_OK
@@ -233,7 +246,8 @@ def _cmd_compare(args, out) -> int:
     machine = checked_machine(args)
     a, b = (api.run(f, machine, functional=False) for f in (args.a, args.b))
     if args.json:
-        strict_json.dump({"machine": machine.name, "a": a.to_json(), "b": b.to_json()}, out)
+        strict_json.dump(_with_machine({"machine": machine.name, "a": a.to_json(),
+                                        "b": b.to_json()}, machine), out)
         return EXIT_OK
     print(compare_text(a, b), file=out)
     return EXIT_OK
@@ -259,6 +273,14 @@ def compare_text(a, b) -> str:
     neck = lambda r: ", ".join(sorted({i.bottleneck for i in r.instructions}))
     lines.append(f"{'bottleneck':<36}{neck(a):>{wa}}  {neck(b):>{wb}}")
     return "\n".join(lines)
+
+
+def _with_machine(obj: dict, machine) -> dict:
+    """A report with every parameter of the machine it ran on (none for the reference)."""
+    if machine is None:
+        return obj
+    from fractal.store import plain
+    return {**obj, "machine_parameters": plain(machine)}
 
 
 def _cmd_machines(args, out) -> int:

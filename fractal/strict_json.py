@@ -51,7 +51,18 @@ def dumps(obj, indent: int | None = 2) -> str:
     return json.dumps(clean(obj), indent=indent, allow_nan=False)
 
 
+def stamped(obj):
+    """`obj` with the tool's version and the schema version of the outputs first (each object
+    of a top-level list on its own)."""
+    from fractal.version import SCHEMA_VERSION, tool_version
+    if isinstance(obj, list):
+        return [stamped(v) if isinstance(v, dict) else v for v in obj]
+    if isinstance(obj, dict):
+        return {"tool_version": tool_version(), "schema_version": SCHEMA_VERSION, **obj}
+    return obj
+
+
 def dump(obj, out, indent: int | None = 2):
-    """Write `obj` as strict JSON, then a newline."""
-    out.write(dumps(obj, indent))
+    """Write `obj` as strict JSON, stamped with the versions (`stamped`), then a newline."""
+    out.write(dumps(stamped(obj), indent))
     out.write("\n")
