@@ -160,7 +160,7 @@ class Store:
 
     def _open(self, create: bool):
         try:
-            tables = {r[0] for r in self.db.execute(
+            tables = {r[0] for r in self._read(
                 "SELECT name FROM sqlite_master WHERE type = 'table'")}
             if not tables and create:           # a new (or empty) file: make it a store
                 self.db.execute("PRAGMA journal_mode = WAL")
@@ -172,8 +172,7 @@ class Store:
                                 (FORMAT, str(SCHEMA)))
                 self.db.execute("COMMIT")
                 tables = {"meta", "evaluations"}
-            meta = dict(self.db.execute("SELECT name, value FROM meta")) \
-                if "meta" in tables else {}
+            meta = dict(self._read("SELECT name, value FROM meta")) if "meta" in tables else {}
         except sqlite3.Error as e:
             raise self._error(e, "cannot read the results store") from None
         if meta.get("format") != FORMAT or "evaluations" not in tables:
@@ -197,13 +196,8 @@ class Store:
         keys = list(dict.fromkeys(keys))
         for i in range(0, len(keys), 500):
             chunk = keys[i:i + 500]
-            try:
-                rows = self.db.execute(
-                    "SELECT key, kind, version, inputs, result, checksum FROM evaluations "
-                    "WHERE key IN "
-                    f"({','.join('?' * len(chunk))})", chunk).fetchall()
-            except sqlite3.Error as e:
-                raise self._error(e, "cannot read the results store") from None
+            rows = self._read("SELECT key, kind, version, inputs, result, checksum FROM "
+                              f"evaluations WHERE key IN ({','.join('?' * len(chunk))})", chunk)
             for row in rows:
                 found[row[0]] = self._checked(row)[4]
         return found
@@ -253,11 +247,13 @@ class Store:
         args = ()
         if kind is not None:
             query, args = query + " WHERE kind = ?", (kind,)
+        return [self._checked(row) for row in self._read(query + " ORDER BY key", args)]
+
+    def _read(self, query: str, args=()) -> list:
         try:
-            rows = self.db.execute(query + " ORDER BY key", args).fetchall()
-        except sqlite3.Error as e:
+            return self.db.execute(query, args).fetchall()
+        except (sqlite3.Error, UnicodeDecodeError) as e:    # text that is not UTF-8: damage
             raise self._error(e, "cannot read the results store") from None
-        return [self._checked(row) for row in rows]
 
     def close(self):
         self.db.close()

@@ -39,7 +39,7 @@ from tests.fuzz import mutate
 from tests.strategies import any_program, close_to_reference, machine_toml, random_machine
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("valid", "program", "machine", "data", "args", "files", "limits", "mapping")
+KINDS = ("valid", "program", "machine", "data", "args", "files", "limits", "mapping", "store")
 CASE_SECONDS = 30           # a case that runs longer is reported as a hang
 
 
@@ -383,6 +383,46 @@ def mapping_case(rng) -> Case:
     return Case("mapping", how, argv, files, None, "mapping", program, machine)
 
 
+def store_case(rng) -> Case:
+    """A results store, whole or damaged (bytes flipped, cut short, junk appended, a row or its
+    mark edited), given to `store export` or to `sweep --store`: used, or refused located."""
+    import sqlite3
+    import tempfile
+    from fractal.store import Store, evaluation_key
+    how = _pick(rng, ["whole", "flip", "cut", "append", "row", "mark"])
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "s.sqlite"
+        with Store(path) as store:
+            for i in range(int(rng.integers(0, 5))):
+                inputs = {"program": {"file": "p.fasm", "sha256": str(i)}, "n": i}
+                store.put(evaluation_key("timing", inputs), "timing", inputs,
+                          {"seconds": float(rng.random()), "cycles": int(rng.integers(1, 10**6))})
+        if how in ("row", "mark"):
+            column = _pick(rng, ["key", "kind", "version", "inputs", "result", "checksum"])
+            value = _pick(rng, ["", "x", "{}", "[1]", "{\"n\": 1}", 7, 1.5, None, b"\xff"])
+            sql = (f"UPDATE evaluations SET {column} = ?" if how == "row" else
+                   _pick(rng, ["UPDATE meta SET value = ?", "DELETE FROM meta WHERE 1 = ?",
+                               "DROP TABLE evaluations -- ?"]))
+            db = sqlite3.connect(path)
+            with contextlib.suppress(sqlite3.Error):
+                db.execute(sql, (value,)) if "?" in sql.split("--")[0] else db.execute(sql)
+                db.commit()
+            db.close()
+        data = bytearray(path.read_bytes())
+    if how == "flip":
+        for _ in range(int(rng.integers(1, 20))):
+            data[int(rng.integers(0, len(data)))] = int(rng.integers(0, 256))
+    elif how == "cut":
+        data = data[:int(rng.integers(0, len(data)))]
+    elif how == "append":
+        data += rng.bytes(int(rng.integers(1, 5000)))
+    argv = _pick(rng, [["store", "export", "s.sqlite", "-o", "out.csv"],
+                       ["sweep", str(ROOT / "programs" / "elementwise.fasm"), "--machine", "tiny",
+                        "--depth", "1", "--fanout", "2", "--workers", "1", "--store", "s.sqlite",
+                        "-o", "r.csv"]])
+    return Case("store", how, argv, {"s.sqlite": bytes(data)}, None, "store")
+
+
 def _big_root() -> bytes:
     """`tiny` with a root memory of 1 EiB, the most a machine file allows: timing-only runs."""
     from machine import preset
@@ -395,7 +435,7 @@ def _big_root() -> bytes:
 
 MAKERS = {"valid": valid_case, "program": program_case, "machine": machine_case,
           "data": data_case, "args": args_case, "files": files_case, "limits": limits_case,
-          "mapping": mapping_case}
+          "mapping": mapping_case, "store": store_case}
 
 
 def make_case(rng, kind: str) -> Case:
@@ -531,6 +571,10 @@ def _mapping_located(where: str, message: str) -> bool:
     return _machine_located(where, message)          # a program that cannot fit the machine
 
 
+def _store_located(where: str, message: str) -> bool:
+    return where.startswith(("s.sqlite", "--store")) and "s.sqlite" in where + message
+
+
 def located(case: Case, stderr: str) -> list[str]:
     """The rejection problems of a status-2 outcome: unlocated or wrongly located errors."""
     lines = error_lines(stderr)
@@ -546,6 +590,7 @@ def located(case: Case, stderr: str) -> list[str]:
               "data": lambda: _data_located(where, message, case),
               "args": lambda: _args_located(where, message, case),
               "mapping": lambda: _mapping_located(where, message),
+              "store": lambda: _store_located(where, message),
               "any": lambda: True}[case.locate]()
         if not ok and case.kind == "limits":
             ok = _args_located(where, message, case) or _machine_located(where, message)
