@@ -110,7 +110,7 @@ class Report:
             f"{self.utilization:.1%})",
             f"  bound         {self.bound_seconds * 1e6:,.3f} us attainable, mostly set by "
             f"{_floor_name(self.bound)}: this run reaches {self.fraction_of_bound:.1%} of it",
-            f"  energy        {self.energy_joules * 1e3:,.4f} mJ  ({self.ops_per_joule / 1e12:,.3f} "
+            f"  energy        {self.energy_joules * 1e3:,.4g} mJ  ({self.ops_per_joule / 1e12:,.4g} "
             f"Tops/J; " + ", ".join(f"{k} {v * 1e3:.3g}" for k, v in self.energy_breakdown.items())
             + " mJ)",
             "",
@@ -136,6 +136,13 @@ class Report:
             lines.append(f"  {i.line or '':>5}  {i.cycles:>12,} {i.utilization:>6.1%} "
                          f"{i.fraction_of_bound:>9.1%}  {i.bound:<10} {i.bottleneck:<11} "
                          f"{i.text}")
+        if self.outputs:
+            lines += ["", f"  {'output':<12} {'type':<24} {'min':>12} {'max':>12} {'mean':>12}"]
+            for name, v in self.outputs.items():
+                kind = f"{v.dtype}[{', '.join(map(str, v.shape))}]"
+                stats = ([float(np.min(v)), float(np.max(v)), float(np.mean(v, dtype=np.float64))]
+                         if v.size else [])
+                lines.append(f"  {name:<12} {kind:<24} " + " ".join(f"{x:>12.6g}" for x in stats))
         return "\n".join(lines)
 
 
