@@ -109,6 +109,10 @@ BAD_PROGRAM = "tensor x : f32[2] input\ntensor y : f32[3] output\nrelu y, x\n"
     (["run", "programs/mlp.fasm", "--machine", "{badmachine}"], ["missing key 'memory_bytes'"]),
     (["compile", "programs/mlp.fasm", "--fanout", "0"], ["argument --fanout"]),
     (["compile", "programs/mlp.fasm", "--depth", "x"], ["argument --depth"]),
+    (["store", "export", "{binary}", "-o", "{csv}"],
+     ["{binary}: error: cannot read the results store {binary}: file is not a database"]),
+    (["sweep", "programs/mlp.fasm", "--machine", "tiny", "--store", "{binary}", "-o", "{csv}"],
+     ["--store: error: cannot read the results store {binary}: file is not a database"]),
     (["frobnicate"], ["invalid choice"]),
     ([], ["the following arguments are required"]),
 ])
@@ -118,7 +122,8 @@ def test_bad_input_exits_2_without_traceback(tmp_path, args, fragments):
     np.save(tmp_path / "wrong.npy", np.zeros((3, 4), np.float32))
     (tmp_path / "m.toml").write_text('name = "m"\nfrequency_hz = 1e9\n[[level]]\nfanout = 2\n')
     subst = {"bad": tmp_path / "bad.fasm", "binary": tmp_path / "binary.fasm",
-             "wrong": tmp_path / "wrong.npy", "badmachine": tmp_path / "m.toml"}
+             "wrong": tmp_path / "wrong.npy", "badmachine": tmp_path / "m.toml",
+             "csv": tmp_path / "r.csv"}
     res = fractal(*[a.format(**subst) for a in args])
     assert_clean_failure(res, *[f.format(**subst) for f in fragments])
 
