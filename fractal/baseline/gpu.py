@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from isa.errors import ErrorGroup, UserError, did_you_mean
 from machine import read_toml
 
-__all__ = ["Gpu", "GPUS", "GPU_DIR", "load_gpu", "gpu_from_dict"]
+__all__ = ["Gpu", "GPUS", "GPU_DIR", "load_gpu", "gpu_from_dict", "LAUNCH_MODES",
+           "GRAPH_LAUNCH_OVERHEAD_S", "with_launch"]
 
 GPU_DIR = Path(__file__).parent / "gpus"
 GPUS = ("1080ti", "p100", "v100", "dgx1-p100", "dgx1-v100", "a100", "h100", "h200")
@@ -213,3 +214,30 @@ def load_gpu(name_or_path: str | Path | Gpu, where: str = "--gpu") -> Gpu:
         return _load_file(Path(text), where)
     raise UserError(f"unknown GPU '{text}' (presets: {', '.join(GPUS)}, or a .toml file)", where,
                     hint=did_you_mean(text, GPUS))
+
+
+# ---------------------------------------------------------------- launch modes
+
+#: How a program's kernels are launched (docs/baseline.md, "Launch overhead"): `eager`, one by
+#: one from the host, as a framework runs a model op by op (and as GPUs were run when the
+#: Cambricon-F papers were written), costs the GPU file's `launch_overhead_s` per kernel; `graphs`,
+#: the whole chain captured once as a CUDA graph and replayed, costs GRAPH_LAUNCH_OVERHEAD_S.
+LAUNCH_MODES = ("eager", "graphs")
+#: the time per kernel of a chain of dependent kernels replayed as a CUDA graph: measured 0.84 us
+#: (CUDA 13 C++, cudaGraphLaunch) and 1.02 us (PyTorch 2.11 torch.cuda.CUDAGraph replay) per
+#: kernel on an H200, each kernel's own sub-microsecond work included (ours, 2026-12-04,
+#: benchmarks/launch/); NVIDIA's "Getting Started with CUDA Graphs" (A. Gray, NVIDIA Technical
+#: Blog, 2019) gives 3.4 us per kernel as a graph against 3.8 us as plain stream launches for
+#: kernels of about 2.9 us on a V100, about 0.5 us of overhead: 1 us is the upper of these
+GRAPH_LAUNCH_OVERHEAD_S = 1.0e-6
+
+
+def with_launch(gpu: Gpu, launch: str | None, where: str = "--launch") -> Gpu:
+    """The GPU with the launch overhead of `launch` (eager: the file's own; graphs: a CUDA
+    graph's per-kernel overhead, GRAPH_LAUNCH_OVERHEAD_S); None keeps the GPU as it is."""
+    if launch is None or launch == "eager":
+        return gpu
+    if launch == "graphs":
+        return replace(gpu, launch_overhead_s=GRAPH_LAUNCH_OVERHEAD_S)
+    raise UserError(f"launch must be one of {', '.join(LAUNCH_MODES)}, got {launch!r}", where,
+                    hint=did_you_mean(str(launch), LAUNCH_MODES))

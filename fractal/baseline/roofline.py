@@ -27,7 +27,7 @@ from isa.opcodes import instruction_ops
 from isa.program import DTYPES, Program, TensorType
 
 from fractal.baseline.factors import Factors, factors_from_dict, opcode_class
-from fractal.baseline.gpu import Gpu, load_gpu
+from fractal.baseline.gpu import Gpu, load_gpu, with_launch
 from fractal.baseline.split import split_program
 
 __all__ = ["PRECISIONS", "InstructionEstimate", "BaselineReport", "estimate", "element_bytes",
@@ -177,12 +177,13 @@ def _precision(precision: str) -> str:
 
 
 def estimate(program: str | Path | Program, gpu: str | Path | Gpu, *, precision: str | None = None,
-             factors: dict | Factors | None = None) -> BaselineReport:
+             factors: dict | Factors | None = None, launch: str | None = None) -> BaselineReport:
     """The roofline time and energy of a program on a GPU (a preset name, a .toml path or a Gpu),
-    at `precision` (fp16 or fp32; None: the program's own, see `program_precision`)."""
+    at `precision` (fp16 or fp32; None: the program's own, see `program_precision`), with its
+    kernels launched `launch` (eager or graphs; None: eager, the GPU's own launch overhead)."""
     from fractal.api import load_program  # lazy: `baseline gpus` needs no compiler (~0.2 s)
     program = load_program(program)
-    gpu = load_gpu(gpu)
+    gpu = with_launch(load_gpu(gpu), launch)
     precision = program_precision(program) if precision is None else _precision(precision)
     factors = factors_from_dict(factors)
     table = opcode_table(program)

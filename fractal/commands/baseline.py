@@ -25,6 +25,7 @@ def register(sub):
                    help="fp16 (tensor cores, 16-bit data) or fp32 (default: the program's, fp16 "
                         "when its float tensors are all f16/bf16, else fp32)")
     e.add_argument("--factors", metavar="F.toml", help="efficiency factors overriding the defaults")
+    launch_arg(e)
     e.add_argument("--json", action="store_true", help="print a machine-readable report")
     e.set_defaults(handler=_estimate)
 
@@ -46,10 +47,19 @@ def register(sub):
     g.set_defaults(handler=_gpus)
 
 
+def launch_arg(p) -> None:
+    """--launch eager|graphs: how the GPU's kernels are launched (docs/baseline.md)."""
+    p.add_argument("--launch", choices=("eager", "graphs"), default="eager",
+                   help="eager: kernels launched one by one, the GPU file's launch overhead "
+                        "(default; 5 us, as frameworks ran models op by op); graphs: the chain "
+                        "replayed as a CUDA graph, 1 us per kernel (docs/baseline.md)")
+
+
 def _estimate(args, out) -> int:
     from fractal.baseline import estimate, load_factors  # lazy: ~10 ms at every `fractal` start
     factors = load_factors(args.factors) if args.factors else None
-    report = estimate(args.file, args.gpu, precision=args.precision, factors=factors)
+    report = estimate(args.file, args.gpu, precision=args.precision, factors=factors,
+                      launch=args.launch)
     if args.json:
         strict_json.dump(report.to_json(), out)
     else:
