@@ -15,6 +15,7 @@ tuned away.
 from __future__ import annotations
 
 import math
+import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -245,10 +246,9 @@ def scaling(programs: dict[str, str], comparisons, folder: Path) -> list[Path]:
     figures = []
     for c in comparisons:
         csv = folder / f"{c.machine}_scaling.csv"
-        if csv.exists():
-            csv.unlink()                      # a new run, not a resumed one
-        sweep(files, c.machine, list(SCALING_DEPTHS), list(SCALING_FANOUTS), [c.gpu], csv,
-              progress=False)
+        with tempfile.TemporaryDirectory() as scratch:  # a new run, not a resumed one
+            sweep(files, c.machine, list(SCALING_DEPTHS), list(SCALING_FANOUTS), [c.gpu], csv,
+                  progress=False, store=Path(scratch) / "runs.sqlite")
         figures.append(plot_sweep(csv, "speedup", folder / f"{c.machine}_scaling.png", gpu=c.gpu))
     return figures
 
