@@ -89,7 +89,8 @@ def run(program: str | Path | Program, machine: str | Machine = "f1", *, functio
         sidecar: bool = True, mapping: str | Path | None = None,
         objective: str = "cycles") -> Report:
     """Compile and simulate a program: cycles, utilization, traffic, energy, and (functional
-    mode) the outputs computed by the leaves. `trace` writes a Chrome/Perfetto trace (exact mode).
+    mode) the outputs computed by the leaves. `trace` writes a Chrome/Perfetto trace: of every node
+    with `exact`, of the root and one representative node per distinct task without.
     Data comes as in `reference`."""
     # lazy: the simulator loads simpy and the numba leaf kernels (~0.5 s); check, compile and
     # reference runs do not need it
@@ -98,7 +99,7 @@ def run(program: str | Path | Program, machine: str | Machine = "f1", *, functio
     program = load_program(program)
     plan = compile(program, machine, mapping, objective)
     feeds = _feeds(program, inputs, inputs_npz, seed, sidecar) if functional else None
-    report, engine = simulate(plan, "exact" if exact or trace else "symmetric", functional, feeds,
+    report, engine = simulate(plan, "exact" if exact else "symmetric", functional, feeds,
                               trace=trace is not None, progress=progress)
     if trace is not None:
         write_trace(engine.events, plan.machine, trace)

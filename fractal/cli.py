@@ -136,7 +136,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="simulate every node one by one (small machines) instead of one node per "
                         "distinct sub-problem; the results are the same")
     r.add_argument("--trace", metavar="FILE.json",
-                   help="write a Chrome/Perfetto trace of every node's pipeline (implies --exact)")
+                   help="write a Chrome/Perfetto trace of the node pipelines: every node's with "
+                        "--exact, else the root's and one representative node's per distinct task")
     machine_args(r)
     mapping_args(r)
     data_args(r)

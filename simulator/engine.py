@@ -21,9 +21,11 @@ its task in max(ops / its rate for the op class, bytes / its memory bandwidth) c
 receives a data-movement instruction runs it with its DMA at its memory port's bandwidth.
 
 Two modes give identical cycles: `exact` runs a process for every node of the machine in one
-environment (and can record a trace of every stage); `symmetric` simulates each distinct
-(task, level) once and reuses its duration for every sibling that receives the same task, so its
-cost grows with levels times distinct shapes, not with the number of leaves.
+environment (and can record a trace of every stage of every node); `symmetric` simulates each
+distinct (task, level) once and reuses its duration for every sibling that receives the same task,
+so its cost grows with levels times distinct shapes, not with the number of leaves (and its trace
+holds the root and one representative node, "r<k>", of each distinct task below it, each from the
+time its first instance starts).
 """
 from __future__ import annotations
 
@@ -98,15 +100,17 @@ class Engine:
         self._run(env)
         return [b - a for a, b in zip([0] + ends[:-1], ends)]
 
-    def duration(self, node: NodePlan) -> int:
-        """Cycles a node takes for its task, simulated once per (task, level)."""
+    def duration(self, node: NodePlan, at: int = 0) -> int:
+        """Cycles a node takes for its task, simulated once per (task, level). Traced, the run is
+        a representative node of its level, its events from `at` (its own clock starts at 0)."""
         key = (node.task, node.level)
         d = self._durations.get(key)
         if d is None:
-            env = simpy.Environment()
-            env.process(NodeRun(self, env, node, "0").run())
+            env = simpy.Environment(initial_time=at)
+            path = "0" if node.level == 0 else f"r{len(self._durations)}"
+            env.process(NodeRun(self, env, node, path).run())
             self._run(env)
-            d = self._durations[key] = int(env.now)
+            d = self._durations[key] = int(env.now - at)
         return d
 
     def schedule(self, node: NodePlan) -> Schedule:
@@ -225,7 +229,7 @@ class NodeRun:
         children = engine.schedule(self.node).children(kind)
         plans = [engine.plan.node(task, self.node.level + 1) for task, _ in children]
         if engine.mode == "symmetric":
-            durations = [engine.duration(c) for c in plans]
+            durations = [engine.duration(c, int(env.now)) for c in plans]
             yield env.timeout(max(durations))
         else:
             procs, j = [], 0

@@ -36,7 +36,7 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
     if mode == "symmetric":
         cycles = []
         for i, root in enumerate(plan.roots):
-            cycles.append(engine.duration(root))
+            cycles.append(engine.duration(root, sum(cycles)))
             if progress:
                 progress(i + 1, len(plan.roots), root.task.opcode)
     else:

@@ -1,11 +1,12 @@
-"""Chrome / Perfetto trace export (JSON trace events) of the node pipelines of an exact run.
+"""Chrome / Perfetto trace export (JSON trace events) of the node pipelines of a run.
 
 Each level is a process; each node has one thread per pipeline stage, named by the node's path
-from the root and the stage ("node 0.2.1 LD"), so that different stages of consecutive pieces,
-which overlap, do not share a track (transfers of consecutive pieces may still overlap on the LD
-and WB tracks); each stage of each piece (ID, LD, EX, AC, WB, RD, or RUN at a leaf) is a complete
-event. Times are in
-microseconds of simulated time, as the format expects.
+from the root and the stage ("node 0.2.1 LD"); where slices of one stage overlap (the transfers of
+consecutive pieces in flight), the later ones go to further threads ("node 0.2.1 LD #2"), so no
+two slices of one thread overlap. Each stage of each piece (ID, LD, EX, AC, WB, RD, or RUN at a
+leaf) is a complete event. An exact run traces every node; a symmetric run the root and one
+representative node of each distinct task ("node r3"). Times are in microseconds of simulated
+time, as the format expects.
 """
 from __future__ import annotations
 
@@ -25,12 +26,21 @@ def trace_json(events: list[StageEvent], machine) -> dict:
     for lv, level in enumerate(machine.levels):
         out.append({"name": "process_name", "ph": "M", "pid": lv, "tid": 0,
                     "args": {"name": f"level {lv} ({level.name})"}})
-    for e in sorted(events, key=lambda e: (e.start, e.node)):
-        track = (e.node, e.stage)        # one track per stage: pieces overlap across stages
+    lanes: dict[tuple, list[int]] = {}   # (node, stage) -> end cycle of each of its tracks
+    for e in sorted(events, key=lambda e: (e.start, e.node, e.stage, e.end)):
+        # one track per stage, and as many as the stage's overlapping slices need (transfers of
+        # consecutive pieces overlap on a port): the first whose last slice has ended
+        ends = lanes.setdefault((e.node, e.stage), [])
+        lane = next((i for i, end in enumerate(ends) if end <= e.start), len(ends))
+        if lane == len(ends):
+            ends.append(0)
+        ends[lane] = e.end
+        track = (e.node, e.stage, lane)
         if track not in tids:
             tids[track] = len(tids) + 1
+            name = f"node {e.node} {e.stage}" + (f" #{lane + 1}" if lane else "")
             out.append({"name": "thread_name", "ph": "M", "pid": e.level, "tid": tids[track],
-                        "args": {"name": f"node {e.node} {e.stage}"}})
+                        "args": {"name": name}})
         out.append({"name": e.stage, "cat": e.opcode, "ph": "X", "pid": e.level,
                     "tid": tids[track], "ts": e.start * us_per_cycle,
                     "dur": (e.end - e.start) * us_per_cycle,
