@@ -10,7 +10,11 @@ that explain it:
     efficiency = speed-up x (GPU watts / fractal watts)
 
 so a mismatch with the paper points at its cause (peak, utilization or power) instead of being
-tuned away.
+tuned away. Each program's row names what bounds each side; geometric means are given per
+class of program (CNN, RNN, MLP, classic ML); a batch table runs the CNNs and the RNN at several
+batch sizes; and `fractal.sensitivity` varies every assumed constant of both sides over its
+range, so that the report states how far each ratio can move and whether the paper's lies
+inside that range.
 """
 from __future__ import annotations
 
@@ -19,14 +23,27 @@ import tempfile
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from fractal import api
-from fractal.baseline import estimate
+from fractal import api, sensitivity as sn
+from fractal.baseline import load_gpu, with_launch
 from fractal.plot import plot as plot_sweep
+from fractal.sensitivity import geomean
 from fractal.sweep import sweep
 from fractal.workloads import WORKLOADS, generate
 
-__all__ = ["Comparison", "COMPARISONS", "Row", "compare", "geomean", "summary",
-           "table_text", "write_report"]
+__all__ = ["Comparison", "COMPARISONS", "Row", "compare", "compare_runs", "geomean", "summary",
+           "table_text", "class_table", "batch_rows", "write_report", "PROGRAM_CLASSES",
+           "BATCHES", "DTYPE"]
+
+#: the class of each workload of the suite, for the per-class geometric means
+PROGRAM_CLASSES = {"vgg16": "CNN", "resnet18": "CNN", "alexnet": "CNN", "lstm": "RNN",
+                   "mlp_classifier": "MLP", "knn_classifier": "classic ML",
+                   "kmeans_iteration": "classic ML", "svm_rbf": "classic ML",
+                   "logreg": "classic ML", "gaussian_nb": "classic ML"}
+#: the batch sizes of the batch table, run for the CNN and RNN programs
+BATCHES = (1, 16, 64)
+#: the data type every workload is generated in: the fractal presets' MACs are 16-bit, and the
+#: GPU baseline then computes in fp16 too (`program_precision`), so both sides run at one width
+DTYPE = "f16"
 
 
 @dataclass(frozen=True)
@@ -36,6 +53,7 @@ class Comparison:
     title: str
     paper_speedup: float
     paper_efficiency: float
+    paper_area_saving: float = float("nan")   # the fraction of the GPU's silicon F saves
 
     def against(self, gpu: str) -> "Comparison":
         """The same comparison with another GPU baseline (the paper's ratios kept beside it)."""
@@ -46,8 +64,9 @@ class Comparison:
 
 #: the ISCA 2019 abstract's headline ratios (docs/machines.md); which DGX-1 is not stated, a
 #: 2019 paper suggests V100
-COMPARISONS = (Comparison("f1", "1080ti", "Cambricon-F1 vs GTX 1080 Ti", 5.14, 11.39),
-               Comparison("f100", "dgx1-v100", "Cambricon-F100 vs DGX-1 (8x V100)", 2.82, 8.37))
+COMPARISONS = (Comparison("f1", "1080ti", "Cambricon-F1 vs GTX 1080 Ti", 5.14, 11.39, 0.938),
+               Comparison("f100", "dgx1-v100", "Cambricon-F100 vs DGX-1 (8x V100)", 2.82, 8.37,
+                          0.745))
 
 
 @dataclass(frozen=True)
@@ -65,6 +84,9 @@ class Row:
     gpu_peak_ops_per_second: float
     gpu_bound: str
     fractal_energy_breakdown: tuple = ()     # (class, joules) of the fractal run
+    gpu_launch_share: float = 0.0            # the part of the GPU's time spent launching kernels
+    program_class: str = "other"             # PROGRAM_CLASSES
+    batch: int | None = None                 # the program's batch (None: the workload's own)
 
     @property
     def speedup(self) -> float:
@@ -100,52 +122,76 @@ class Row:
         return d
 
 
-def _dominant(bounds) -> str:
-    """The bound that takes the most time, from (bound, time) pairs."""
-    time: dict[str, float] = {}
-    for bound, t in bounds:
-        time[bound] = time.get(bound, 0.0) + t
-    return max(time, key=time.get) if time else "-"
+def suite(batch: int | None = None, dtype: str | None = DTYPE) -> dict[str, str]:
+    """The workload suite's programs (name -> program text) at their default sizes, every data
+    tensor in `dtype` (None: each workload's own)."""
+    params = {"dtype": dtype} if dtype else {}
+    return {name: generate(name, batch=batch, **params) for name in WORKLOADS}
 
 
-def suite(batch: int | None = None) -> dict[str, str]:
-    """The workload suite's programs (name -> program text) at their default sizes."""
-    return {name: generate(name, batch=batch) if batch else generate(name) for name in WORKLOADS}
+def _row(run: sn.ProgramRun, machine: str, batch: int | None = None) -> Row:
+    f, g = run.report, run.gpu
+    return Row(program=run.name, machine=machine, gpu=g.gpu, ops=f.ops,
+               fractal_seconds=f.seconds, fractal_joules=f.energy_joules,
+               fractal_peak_ops_per_second=f.peak_ops_per_second, fractal_bound=run.bound,
+               gpu_seconds=g.seconds, gpu_joules=g.energy_joules,
+               gpu_peak_ops_per_second=g.peak_ops_per_second,
+               gpu_bound=max(g.time_breakdown, key=g.time_breakdown.get),
+               fractal_energy_breakdown=tuple(f.energy_breakdown.items()),
+               gpu_launch_share=g.time_breakdown["launch"] / g.seconds if g.seconds else 0.0,
+               program_class=PROGRAM_CLASSES.get(run.name, "other"), batch=batch)
 
 
-def compare(programs: dict[str, str], comparisons=COMPARISONS, progress=None) -> list[Row]:
-    """Run every program on every comparison's machine and GPU system."""
-    rows = []
+def compare_runs(programs: dict[str, str], comparisons=COMPARISONS, launch: str | None = None,
+                 progress=None) -> dict:
+    """Every program on every comparison's machine and GPU system: {comparison: [ProgramRun]}."""
+    loaded = {name: api.load_program(text) for name, text in programs.items()}
+    out = {}
     for c in comparisons:
-        machine = api.build_machine(c.machine)
-        for name, text in programs.items():
-            program = api.load_program(text)
-            f = api.run(program, machine, functional=False)
-            g = estimate(program, c.gpu)
-            rows.append(Row(
-                program=name, machine=machine.name, gpu=g.gpu, ops=f.ops,
-                fractal_seconds=f.seconds, fractal_joules=f.energy_joules,
-                fractal_peak_ops_per_second=f.peak_ops_per_second,
-                fractal_bound=_dominant((i.bottleneck, i.cycles) for i in f.instructions),
-                gpu_seconds=g.seconds, gpu_joules=g.energy_joules,
-                gpu_peak_ops_per_second=g.peak_ops_per_second,
-                gpu_bound=max(g.time_breakdown, key=g.time_breakdown.get),
-                fractal_energy_breakdown=tuple(f.energy_breakdown.items())))
-            if progress:
-                progress(rows[-1])
+        out[c] = sn.run_programs(loaded, api.build_machine(c.machine),
+                                 with_launch(load_gpu(c.gpu), launch),
+                                 progress=progress and (lambda r, c=c: progress(c, r)))
+    return out
+
+
+def compare(programs: dict[str, str], comparisons=COMPARISONS, progress=None,
+            launch: str | None = None, runs: dict | None = None) -> list[Row]:
+    """Run every program on every comparison's machine and GPU system (or take `runs`, from
+    `compare_runs`): one Row per program and comparison."""
+    runs = runs if runs is not None else compare_runs(
+        programs, comparisons, launch, progress and (lambda c, r: progress(r)))
+    return [_row(r, c.machine) for c in comparisons for r in runs[c]]
+
+
+def batch_rows(comparisons=COMPARISONS, names=None, batches=BATCHES, launch: str | None = None,
+               dtype: str | None = DTYPE, progress=None) -> list[Row]:
+    """The CNN and RNN workloads (or `names`) at each batch size, on every comparison."""
+    names = [n for n in WORKLOADS if PROGRAM_CLASSES[n] in ("CNN", "RNN")] if names is None \
+        else list(names)
+    rows = []
+    params = {"dtype": dtype} if dtype else {}
+    for b in batches:
+        programs = {n: generate(n, batch=b, **params) for n in names}
+        runs = compare_runs(programs, comparisons, launch, progress)
+        rows += [_row(r, c.machine, b) for c in comparisons for r in runs[c]]
     return rows
 
 
-def geomean(values) -> float:
-    values = list(values)
-    return math.exp(sum(math.log(v) for v in values) / len(values)) if values else float("nan")
-
-
 def summary(rows: list[Row], c: Comparison) -> dict:
-    """Geometric means of one comparison's ratios and of the factors that make them."""
+    """Geometric means of one comparison's ratios and of the factors that make them, overall and
+    per class of program."""
     mine = [r for r in rows if (r.machine, r.gpu) == (c.machine, c.gpu)]
     peak = geomean(r.fractal_peak_ops_per_second / r.gpu_peak_ops_per_second for r in mine) \
         if mine else 0
+    classes = {}
+    for cls in dict.fromkeys(r.program_class for r in mine):
+        these = [r for r in mine if r.program_class == cls]
+        classes[cls] = {"programs": [r.program for r in these],
+                        "speedup": geomean(r.speedup for r in these),
+                        "efficiency": geomean(r.efficiency for r in these),
+                        "fractal_bounds": _counts(r.fractal_bound for r in these),
+                        "gpu_bounds": _counts(r.gpu_bound for r in these),
+                        "gpu_launch_share": geomean(max(r.gpu_launch_share, 1e-9) for r in these)}
     return {"title": c.title, "machine": c.machine, "gpu": c.gpu, "programs": len(mine),
             "speedup": geomean(r.speedup for r in mine),
             "efficiency": geomean(r.efficiency for r in mine),
@@ -155,7 +201,15 @@ def summary(rows: list[Row], c: Comparison) -> dict:
             "power_ratio": geomean(r.gpu_watts / r.fractal_watts for r in mine),
             "fractal_watts": geomean(r.fractal_watts for r in mine),
             "gpu_watts": geomean(r.gpu_watts for r in mine),
-            "fractal_energy_shares": _shares(mine)}
+            "fractal_energy_shares": _shares(mine), "classes": classes,
+            "launch_bound": sum(r.gpu_bound == "launch" for r in mine)}
+
+
+def _counts(values) -> dict:
+    out: dict[str, int] = {}
+    for v in values:
+        out[v] = out.get(v, 0) + 1
+    return dict(sorted(out.items(), key=lambda kv: -kv[1]))
 
 
 def _shares(rows: list[Row]) -> dict:
@@ -168,30 +222,95 @@ def _shares(rows: list[Row]) -> dict:
     return {k: v / whole for k, v in total.items()}
 
 
+def _table(head: list[str], body: list[list[str]], markdown: bool, title: str = "") -> str:
+    if markdown:
+        lines = ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
+        return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in body])
+    widths = [max(len(x) for x in col) for col in zip(head, *body)]
+    fmt = lambda row: "  ".join(x.ljust(w) if i == 0 else x.rjust(w)
+                                for i, (x, w) in enumerate(zip(row, widths)))
+    return "\n".join(([title] if title else []) + [fmt(head)] + [fmt(row) for row in body])
+
+
+def _gpu_bound(r: Row) -> str:
+    return f"{r.gpu_bound} ({r.gpu_launch_share:.0%} launch)" if r.gpu_bound != "launch" \
+        else f"launch ({r.gpu_launch_share:.0%})"
+
+
 def table_text(rows: list[Row], c: Comparison, markdown: bool = False) -> str:
-    """One comparison's rows as a table, with the geometric means and the paper's ratios."""
-    head = ["program", "ops", "fractal ms", "bound", "util", "GPU ms", "bound", "util",
-            "speed-up", "efficiency"]
+    """One comparison's rows as a table, with the geometric means and the paper's ratios; each
+    side's bound: the fractal run's (compute, latency, reduction, or the bandwidth of a level's
+    memory or of the transfers between two levels) and the GPU's (compute, bandwidth, launch,
+    interconnect; with the part of its time spent launching kernels)."""
+    head = ["program", "class", "ops", "fractal ms", "fractal bound", "util", "GPU ms",
+            "GPU bound", "util", "speed-up", "efficiency"]
     body = []
     for r in rows:
         if (r.machine, r.gpu) != (c.machine, c.gpu):
             continue
-        body.append([r.program, f"{r.ops:.3g}", f"{r.fractal_seconds * 1e3:.4g}", r.fractal_bound,
-                     f"{r.fractal_utilization:.1%}", f"{r.gpu_seconds * 1e3:.4g}", r.gpu_bound,
-                     f"{r.gpu_utilization:.1%}", f"{r.speedup:.2f}x", f"{r.efficiency:.2f}x"])
+        body.append([r.program, r.program_class, f"{r.ops:.3g}", f"{r.fractal_seconds * 1e3:.4g}",
+                     r.fractal_bound, f"{r.fractal_utilization:.1%}",
+                     f"{r.gpu_seconds * 1e3:.4g}", _gpu_bound(r), f"{r.gpu_utilization:.1%}",
+                     f"{r.speedup:.2f}x", f"{r.efficiency:.2f}x"])
     s = summary(rows, c)
-    body.append(["geometric mean", "", "", "", "", "", "", "", f"{s['speedup']:.2f}x",
-                 f"{s['efficiency']:.2f}x"])
-    body.append(["paper", "", "", "", "", "", "", "", f"{c.paper_speedup:.2f}x",
-                 f"{c.paper_efficiency:.2f}x"])
-    if markdown:
-        lines = ["| " + " | ".join(head) + " |", "|" + "---|" + "---:|" * (len(head) - 1)]
-        lines += ["| " + " | ".join(row) + " |" for row in body]
-        return "\n".join(lines)
-    widths = [max(len(x) for x in col) for col in zip(head, *body)]
-    fmt = lambda row: "  ".join(x.ljust(w) if i == 0 else x.rjust(w)
-                                for i, (x, w) in enumerate(zip(row, widths)))
-    return "\n".join([c.title, fmt(head)] + [fmt(row) for row in body])
+    blank = [""] * (len(head) - 3)
+    body.append(["geometric mean", "", *blank, f"{s['speedup']:.2f}x", f"{s['efficiency']:.2f}x"])
+    body.append(["paper", "", *blank, f"{c.paper_speedup:.2f}x", f"{c.paper_efficiency:.2f}x"])
+    return _table(head, body, markdown, c.title)
+
+
+def class_table(rows: list[Row], c: Comparison, markdown: bool = False) -> str:
+    """The geometric means of one comparison per class of program, with each side's bounds."""
+    s = summary(rows, c)
+    head = ["class", "programs", "speed-up", "efficiency", "fractal bounds", "GPU bounds",
+            "GPU time launching"]
+    body = [[cls, ", ".join(v["programs"]), f"{v['speedup']:.2f}x", f"{v['efficiency']:.2f}x",
+             ", ".join(f"{k} {n}" for k, n in v["fractal_bounds"].items()),
+             ", ".join(f"{k} {n}" for k, n in v["gpu_bounds"].items()),
+             f"{v['gpu_launch_share']:.0%}"] for cls, v in s["classes"].items()]
+    body.append(["all", str(s["programs"]), f"{s['speedup']:.2f}x", f"{s['efficiency']:.2f}x",
+                 "", f"launch {s['launch_bound']}", ""])
+    return _table(head, body, markdown, f"{c.title}, per class (geometric means)")
+
+
+def batch_table(rows: list[Row], comparisons, markdown: bool = False) -> str:
+    """Speed-up and efficiency of each program at each batch, per comparison, with the bounds;
+    and the geometric mean at each batch."""
+    head = ["program", "batch"]
+    for c in comparisons:
+        head += [f"{c.machine} vs {c.gpu}", "fractal bound", "GPU bound"]
+    body = []
+    keys = list(dict.fromkeys((r.program, r.batch) for r in rows))
+    for program, batch in sorted(keys, key=lambda k: (list(WORKLOADS).index(k[0])
+                                                      if k[0] in WORKLOADS else 99, k[1])):
+        line = [program, str(batch)]
+        for c in comparisons:
+            r = next(r for r in rows if (r.program, r.batch, r.machine, r.gpu)
+                     == (program, batch, c.machine, c.gpu))
+            line += [f"{r.speedup:.2f}x / {r.efficiency:.2f}x", r.fractal_bound, _gpu_bound(r)]
+        body.append(line)
+    for batch in dict.fromkeys(k[1] for k in keys):
+        line = ["geometric mean", str(batch)]
+        for c in comparisons:
+            mine = [r for r in rows if (r.batch, r.machine, r.gpu) == (batch, c.machine, c.gpu)]
+            line += [f"{geomean(r.speedup for r in mine):.2f}x / "
+                     f"{geomean(r.efficiency for r in mine):.2f}x", "", ""]
+        body.append(line)
+    return _table(head, body, markdown, "speed-up / efficiency at each batch")
+
+
+def area_rows(comparisons) -> list[dict]:
+    """Each comparison's silicon: the fractal machine's by the area model (machine/area.py)
+    against the GPU system's dies, beside the paper's claim."""
+    from machine import machine_area
+    out = []
+    for c in comparisons:
+        m, g = api.build_machine(c.machine), load_gpu(c.gpu)
+        fractal, gpu = machine_area(m).total, g.gpus * g.die_area_mm2
+        out.append({"machine": c.machine, "gpu": c.gpu, "fractal_mm2": fractal, "gpu_mm2": gpu,
+                    "process_nm": m.process_nm, "saving": 1 - fractal / gpu,
+                    "paper_saving": c.paper_area_saving})
+    return out
 
 
 def plot(rows: list[Row], comparisons, path: Path) -> None:
@@ -253,41 +372,80 @@ def scaling(programs: dict[str, str], comparisons, folder: Path) -> list[Path]:
     return figures
 
 
+def _inside(value: float, low: float, high: float) -> str:
+    return "inside" if low <= value <= high else "outside"
+
+
+def conclusion(s: dict, sens: sn.Sensitivity | None, c: Comparison) -> list[str]:
+    """The comparison's ratios, the range each takes over the constants' ranges, and whether the
+    paper's ratio lies inside it (a line per ratio)."""
+    lines = []
+    for ratio, word, paper in (("speedup", "speed-up", c.paper_speedup),
+                               ("efficiency", "efficiency", c.paper_efficiency)):
+        text = f"- {c.machine} vs {c.gpu}: {word} **{s[ratio]:.2f}x**"
+        if sens is not None:
+            lo, hi = sens.range(ratio)
+            jlo, jhi = sens.joint[ratio]
+            text += (f", from {lo:.2f}x to {hi:.2f}x with one constant at a time at an end of its "
+                     f"range, from {jlo:.2f}x to {jhi:.2f}x with all at once; the paper's "
+                     f"{paper:.2f}x lies {_inside(paper, lo, hi)} the one-at-a-time range and "
+                     f"{_inside(paper, jlo, jhi)} the all-at-once range.")
+        else:
+            text += f"; the paper's {paper:.2f}x ({_verdict(s[ratio], paper)})."
+        lines.append(text)
+    return lines
+
+
 def write_report(rows: list[Row], comparisons, out: Path, command: str, host: str,
-                 programs: dict[str, str] | None = None) -> None:
-    """docs/reproduction.md: method, tables, figures, and the factors that explain each ratio;
-    with `programs`, also the speed-up against machine size."""
+                 programs: dict[str, str] | None = None, sensitivities: dict | None = None,
+                 batches: list[Row] | None = None, launch: str = "eager",
+                 dtype: str | None = DTYPE) -> None:
+    """docs/reproduction.md: method, tables, figures, the factors that explain each ratio, the
+    per-class means, the batch table, the sensitivity of each comparison (`sensitivities`:
+    {comparison: Sensitivity}), the area check; with `programs`, also the speed-up against
+    machine size."""
     out = Path(out)
-    figure = out.parent / "reproduction" / "cambricon_f.png"
+    folder = out.parent / "reproduction"
+    figure = folder / "cambricon_f.png"
     plot(rows, comparisons, figure)
+    rel = lambda p: Path(p).relative_to(out.parent).as_posix()
+    sensitivities = sensitivities or {}
+    width = (f"every workload is generated with its data tensors in {dtype} (`fractal gen NAME "
+             f"--dtype {dtype}`), and the GPU baseline computes at the same width "
+             f"({'fp16: tensor cores where the GPU has them, the FP32 rate on the GTX 1080 Ti, which has no fast FP16' if dtype in ('f16', 'bf16') else 'fp32'}); "
+             if dtype else "each workload runs at its own data width, and the GPU baseline at "
+             "the same width; ")
     lines = ["# Reproducing the Cambricon-F comparison", "",
              f"Generated by `{command}` ({host}). Do not edit by hand; run the command again.", "",
              "Each program of the workload suite (`docs/workloads.md`, default sizes) runs "
              "timing-only on the preset fractal machine and through the roofline GPU baseline "
-             "(`docs/baseline.md`, default factors). Both sides run each program at its own "
-             "data width: the neural networks (`vgg16`, `resnet18`, `alexnet`, `lstm`, "
-             "`mlp_classifier`) are f16 programs and their GPU baseline runs in fp16 (tensor "
-             "cores where the GPU has them), the classic machine-learning programs are f32 and "
-             "their baseline runs in fp32; the fractal machine moves and stores the program's "
-             "bytes, and the GPU moves the same number of bytes. "
-             "Speed-up is GPU time over fractal time; efficiency is GPU energy over fractal "
-             "energy for the same ops. The machines' parameters are our choices, reasoned in "
-             "`docs/machines.md`; nothing here is tuned to approach the paper's ratios.", "",
-             f"![speed-up and efficiency per program]({figure.relative_to(out.parent).as_posix()})",
-             ""]
+             f"(`docs/baseline.md`, default factors, `--launch {launch}`). Both sides run at one "
+             f"precision: {width}the fractal machine moves and stores the program's bytes, and "
+             "the GPU moves the same number of bytes. Speed-up is GPU time over fractal time; "
+             "efficiency is GPU energy over fractal energy for the same ops. The machines' "
+             "parameters are our choices, reasoned in `docs/machines.md`; nothing here is tuned "
+             "to approach the paper's ratios.", "",
+             f"![speed-up and efficiency per program]({rel(figure)})", ""]
     for c in comparisons:
         s = summary(rows, c)
         lines += [f"## {c.title}", "", table_text(rows, c, markdown=True), "",
+                  "The fractal bound is what takes most of the run's cycles (the busiest stage, "
+                  "down the slowest children): compute, latency, reduction, or the bandwidth of a "
+                  "level's memory or of the transfers between two levels. The GPU bound is the "
+                  "roofline's largest term (launch, compute, bandwidth, interconnect), with the "
+                  "part of the GPU's time spent launching kernels.", "",
+                  class_table(rows, c, markdown=True), "",
                   f"Geometric means: **{s['speedup']:.2f}x** performance (paper "
                   f"{c.paper_speedup}x) and **{s['efficiency']:.2f}x** efficiency (paper "
-                  f"{c.paper_efficiency}x) over {s['programs']} programs.", "",
+                  f"{c.paper_efficiency}x) over {s['programs']} programs, {s['launch_bound']} of "
+                  f"which are launch-bound on the GPU.", "",
                   "Where the ratios come from (geometric means over the programs):", "",
                   f"- peak: `{c.machine}` has {s['peak_ratio']:.2f}x the peak of `{c.gpu}` "
-                  "(a geometric mean over the programs; fractal: its multiply-accumulate rate; "
-                  "GPU: its matrix-product peak at each program's precision, fp16 for the f16 "
-                  "programs and fp32 for the f32 ones);",
+                  "(fractal: its multiply-accumulate rate; GPU: its matrix-product peak at the "
+                  "programs' precision);",
                   f"- utilization: the fractal machine reaches {s['utilization_ratio']:.2f}x the "
-                  "GPU's fraction of its own peak;",
+                  "GPU's fraction of its own peak; where the GPU is launch-bound, this factor is "
+                  "the launch overhead's, not the fractal machine's;",
                   f"- power: the GPU system draws {s['power_ratio']:.2f}x the fractal machine's "
                   f"average power while running (geometric means {s['gpu_watts']:.0f} W and "
                   f"{s['fractal_watts']:.0f} W). The fractal machine's energy over the suite: "
@@ -298,6 +456,38 @@ def write_report(rows: list[Row], comparisons, out: Path, command: str, host: st
                   f"{s['power_ratio']:.2f}. Against the paper: "
                   f"{_verdict(s['speedup'], c.paper_speedup)} in performance, "
                   f"{_verdict(s['efficiency'], c.paper_efficiency)} in efficiency.", ""]
+        sens = sensitivities.get(c)
+        if sens is not None:
+            tornado = sn.tornado(sens, folder / f"{c.machine}_sensitivity.png",
+                                 (c.paper_speedup, c.paper_efficiency), where=str(out))
+            lines += [f"### Sensitivity of {c.machine} vs {c.gpu}", "",
+                      "Each assumed constant at the low, then the high end of its range, the "
+                      "others as above (`fractal sensitivity`; the sources of the ranges are "
+                      "below). Each cell gives the geometric-mean ratio at the low / the high "
+                      "end; the last rows give the range over all the constants one at a time, "
+                      "and with all of them at once at the ends that lower, then raise, the "
+                      "ratio.", "", sens.table(markdown=True), ""]
+            if sens.unmoved:
+                lines += ["Moving neither ratio here: " + ", ".join(sens.unmoved) + ".", ""]
+            lines += [f"![sensitivity of {c.machine} vs {c.gpu}]({rel(tornado)})", ""]
+    if batches:
+        lines += ["## Batch size", "",
+                  "The CNN and RNN programs at each batch size (`fractal gen NAME --batch B"
+                  + (f" --dtype {dtype}" if dtype else "") + "`), every comparison; each "
+                  "cell gives speed-up / efficiency.", "",
+                  batch_table(batches, comparisons, markdown=True), ""]
+    areas = area_rows(comparisons)
+    lines += ["## Area", "",
+              "The fractal machine's silicon by the area model (`docs/machines.md`, \"Area\"; "
+              "`fractal machines`) against the GPU system's dies (the GPU files' die areas, no "
+              "memory stacks on either side), beside the paper's claim of the area saved.", "",
+              "| comparison | fractal mm2 | GPU mm2 | area saved | paper |",
+              "|---|---:|---:|---:|---:|"]
+    for a in areas:
+        lines.append(f"| {a['machine']} vs {a['gpu']} | {a['fractal_mm2']:,.0f} "
+                     f"({a['process_nm']:g} nm) | {a['gpu_mm2']:,.0f} | {a['saving']:.1%} | "
+                     f"{a['paper_saving']:.1%} |")
+    lines.append("")
     if programs:
         lines += ["## Speed-up against machine size", "",
                   "Each comparison's machine re-scaled to "
@@ -305,24 +495,76 @@ def write_report(rows: list[Row], comparisons, out: Path, command: str, host: st
                   f"{', '.join(map(str, SCALING_FANOUTS))} (`fractal sweep`; the rows are in the "
                   "CSV beside each figure, the programs in `reproduction/programs/`). Where "
                   "several shapes have the same number of leaves, the figure shows the best.", ""]
-        for c, fig in zip(comparisons, scaling(programs, comparisons, figure.parent)):
-            lines += [f"![{c.machine} against {c.gpu}]"
-                      f"({fig.relative_to(out.parent).as_posix()})", ""]
-    lines += ["## Why the numbers differ from the paper", "",
-              "- The paper's benchmark list, batch sizes and per-benchmark numbers are not public; "
-              "this suite is ours (`docs/workloads.md`). A geometric mean over other programs is "
-              "a different number.",
+        for c, fig in zip(comparisons, scaling(programs, comparisons, folder)):
+            lines += [f"![{c.machine} against {c.gpu}]({rel(fig)})", ""]
+    lines += ["## Conclusion", ""]
+    for c in comparisons:
+        lines += conclusion(summary(rows, c), sensitivities.get(c), c)
+    lines += [""] + why_section(rows, comparisons, sensitivities, batches, areas)
+    if sensitivities:
+        lines += ["## Sources of the ranges", ""]
+        seen = {}
+        for sens in sensitivities.values():
+            for r in sens.rows:
+                seen.setdefault(r.constant.source, []).append(r.constant.key())
+        for source, keys in seen.items():
+            lines.append(f"- {', '.join(dict.fromkeys(keys))}: {source}")
+        lines.append("")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text("\n".join(lines))
+
+
+def why_section(rows, comparisons, sensitivities, batches, areas) -> list[str]:
+    """"Why the numbers differ from the paper", from the decomposition and the sensitivity."""
+    lines = ["## What the ratios rest on, and why they differ from the paper", ""]
+    for c in comparisons:
+        s = summary(rows, c)
+        sens = sensitivities.get(c)
+        text = (f"- **{c.machine} vs {c.gpu}.** {s['launch_bound']} of {s['programs']} programs are "
+                f"launch-bound on the GPU; per class, the speed-up is "
+                + ", ".join(f"{v['speedup']:.2f}x on {cls}" for cls, v in s["classes"].items())
+                + f" (efficiency " + ", ".join(f"{v['efficiency']:.2f}x" for v in
+                                               s["classes"].values()) + ").")
+        if sens is not None and sens.rows:
+            for ratio, word in (("speedup", "speed-up"), ("efficiency", "efficiency")):
+                top = max(sens.rows, key=lambda r: r.span(ratio)[1] / r.span(ratio)[0])
+                lo, hi = top.span(ratio)
+                text += (f" The {word} moves most with the {top.constant.key()} "
+                         f"({_num(top.constant.low, top.constant.unit)} to "
+                         f"{_num(top.constant.high, top.constant.unit)}: {lo:.2f}x to {hi:.2f}x).")
+        lines.append(text)
+    if batches:
+        for c in comparisons:
+            per = {}
+            for r in batches:
+                if (r.machine, r.gpu) == (c.machine, c.gpu):
+                    per.setdefault(r.batch, []).append(r.speedup)
+            lines.append(f"- **Batch.** {c.machine} vs {c.gpu}, geometric-mean speed-up of the CNN "
+                         "and RNN programs by batch: " + ", ".join(
+                             f"{geomean(v):.2f}x at {b}" for b, v in per.items())
+                         + ". Larger batches give the GPU larger kernels, fewer launches per "
+                         "sample, and so a higher utilization.")
+    for a in areas:
+        lines.append(f"- **Area.** {a['machine']} saves {a['saving']:.1%} of {a['gpu']}'s silicon "
+                     f"by the area model, the paper {a['paper_saving']:.1%}.")
+    lines += ["- The paper's benchmark list, batch sizes and per-benchmark numbers are not "
+              "public; this suite is ours (`docs/workloads.md`). A geometric mean over other "
+              "programs is a different number.",
               "- F1's and F100's levels, memories, bandwidths, clock, power and process are not "
               "public; `f1` and `f100` are physically reasoned guesses (`docs/machines.md`). The "
               "peak factor above is therefore ours, not the paper's.",
               "- The GPU side is a roofline with efficiency factors (`docs/baseline.md`), not a "
-              "measured cuDNN run; it is optimistic for small kernels with irregular access and "
-              "pessimistic where libraries fuse kernels. `fractal baseline measure` can calibrate "
-              "it on real hardware.",
+              "measured cuDNN run: it launches one kernel per instruction and fuses none, which "
+              "is pessimistic for the GPU on programs of many small instructions, and counts "
+              "only compulsory traffic, which is optimistic. `fractal baseline measure` can "
+              "calibrate it on real hardware.",
               "- Which DGX-1 (P100 or V100) the paper used is not stated; this comparison uses "
               "V100. `fractal reproduce --gpu-f100 dgx1-p100` runs the other.", ""]
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("\n".join(lines))
+    return lines
+
+
+def _num(v: float, unit: str) -> str:
+    return f"{v * 1e6:.3g} us" if unit == "s/kernel" else f"{v:.3g}" + (f" {unit}" if unit else "")
 
 
 def _verdict(ours: float, paper: float) -> str:

@@ -1,5 +1,7 @@
 """`fractal reproduce`: the workload suite on f1 against a GTX 1080 Ti and on f100 against a
-DGX-1, with the paper's headline ratios beside the geometric means."""
+DGX-1, with the paper's headline ratios beside the geometric means: each side's bound per
+program, the means per class, a batch table, the sensitivity of each comparison to every
+assumed constant, and the area check."""
 from __future__ import annotations
 
 import platform
@@ -8,6 +10,7 @@ from datetime import date
 
 from fractal import strict_json
 from fractal.cli import positive_int
+from fractal.commands.baseline import launch_arg
 from isa.errors import UserError, did_you_mean
 
 
@@ -27,13 +30,23 @@ def register(sub) -> None:
     p.add_argument("--json", action="store_true", help="print every row and summary as JSON")
     p.add_argument("--no-scaling", action="store_true",
                    help="leave out the sweep of speed-up against machine size from the report")
+    p.add_argument("--no-sensitivity", action="store_true",
+                   help="leave out the sensitivity of each comparison to its assumed constants")
+    p.add_argument("--no-batches", action="store_true",
+                   help="leave out the batch table (the CNN and RNN programs at batch "
+                        "1, 16 and 64)")
+    p.add_argument("--dtype", choices=("f16", "bf16", "f32", "own"), default="f16",
+                   help="data type of every workload's data tensors, which the GPU baseline "
+                        "computes in too (default f16, the presets' MAC width; own: each "
+                        "workload's default)")
+    launch_arg(p)
     p.set_defaults(handler=run)
 
 
 def run(args, out) -> int:
     # lazy: numpy, the compiler, the sweeps (~0.3 s); every `fractal` start loads this module
     from fractal import reproduce as rp
-    from fractal.baseline import load_gpu
+    from fractal.baseline import load_gpu, with_launch
     from fractal.workloads import WORKLOADS
 
     f1, f100 = rp.COMPARISONS
@@ -44,29 +57,60 @@ def run(args, out) -> int:
         if n not in WORKLOADS:
             raise UserError(f"unknown workload '{n}'{did_you_mean(n, names)}; the suite has: "
                             f"{', '.join(names)}", "--programs")
-    programs = {n: t for n, t in rp.suite(args.batch).items() if not args.programs or n in args.programs}
+    dtype = None if args.dtype == "own" else args.dtype
+    programs = {n: t for n, t in rp.suite(args.batch, dtype).items()
+                if not args.programs or n in args.programs}
     tty = sys.stderr.isatty() and not args.json
-    progress = (lambda r: print(f"  {r.machine} vs {r.gpu}: {r.program}".ljust(60), end="\r",
-                                file=sys.stderr, flush=True)) if tty else None
-    rows = rp.compare(programs, comparisons, progress)
+    note = (lambda what: print(f"  {what}".ljust(70)[:70], end="\r", file=sys.stderr,
+                               flush=True)) if tty else None
+    runs = rp.compare_runs(programs, comparisons, args.launch,
+                           note and (lambda c, r: note(f"{c.machine} vs {c.gpu}: {r.name}")))
+    rows = rp.compare(programs, comparisons, runs=runs)
+    sensitivities = {}
+    if not args.no_sensitivity:
+        from fractal import api, sensitivity as sn
+        for c in comparisons:
+            sensitivities[c] = sn.sensitivity(
+                runs[c], api.build_machine(c.machine), with_launch(load_gpu(c.gpu), args.launch),
+                progress=note and (lambda k, c=c: note(f"{c.machine} vs {c.gpu}: {k.key()}")))
+    names = [n for n in programs if rp.PROGRAM_CLASSES.get(n) in ("CNN", "RNN")]
+    batches = [] if args.no_batches or args.batch or not names else rp.batch_rows(
+        comparisons, names, launch=args.launch, dtype=dtype,
+        progress=note and (lambda c, r: note(f"batch: {c.machine} vs {c.gpu}: {r.name}")))
     if tty:
-        print(" " * 60, end="\r", file=sys.stderr)
+        print(" " * 70, end="\r", file=sys.stderr)
     if args.json:
         strict_json.dump({"rows": [r.to_json() for r in rows],
-                   "summaries": [rp.summary(rows, c) for c in comparisons]}, out)
+                          "summaries": [rp.summary(rows, c) for c in comparisons],
+                          "sensitivity": [sensitivities[c].to_json() for c in sensitivities],
+                          "batches": [r.to_json() for r in batches],
+                          "area": rp.area_rows(comparisons)}, out)
     else:
         for c in comparisons:
             print(rp.table_text(rows, c), file=out)
+            print(file=out)
+            print(rp.class_table(rows, c), file=out)
+            print(file=out)
+            if c in sensitivities:
+                print(sensitivities[c].table(), file=out)
+                print(file=out)
+        if batches:
+            print(rp.batch_table(batches, comparisons), file=out)
             print(file=out)
     if args.output:
         command = "fractal reproduce" + (f" --batch {args.batch}" if args.batch else "") + \
             (f" --programs {' '.join(args.programs)}" if args.programs else "") + \
             (" --no-scaling" if args.no_scaling else "") + \
+            (" --no-sensitivity" if args.no_sensitivity else "") + \
+            (" --no-batches" if args.no_batches else "") + \
+            (f" --dtype {args.dtype}" if args.dtype != "f16" else "") + \
+            (f" --launch {args.launch}" if args.launch != "eager" else "") + \
             f" -o {args.output}"
         host = f"{platform.machine()}, Python {platform.python_version()}, {date.today()}"
         try:
             rp.write_report(rows, comparisons, args.output, command, host,
-                            None if args.no_scaling else programs)
+                            None if args.no_scaling else programs, sensitivities, batches,
+                            args.launch, dtype)
         except OSError as e:
             raise UserError(f"cannot write the report: {e.strerror}", args.output)
         if not args.json:

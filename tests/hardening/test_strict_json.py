@@ -55,6 +55,8 @@ def cases(tmp: Path, write: bool = True) -> dict[str, list[list[str]]]:
         "baseline gpus": [["baseline", "gpus", "--json"]],
         "baseline measure": [["baseline", "measure", str(nan), "--device", "cpu", "--json"]],
         "reproduce": [["reproduce", "--programs", "logreg", "--no-scaling", "--json"]],
+        "sensitivity": [["sensitivity", MLP, "--machine", "tiny", "--gpu", "dgx1-v100",
+                         "--json"]],
     }
 
 
