@@ -49,7 +49,10 @@ PACKAGES = ("isa", "machine", "compiler", "simulator", "fractal")
 @lru_cache(maxsize=1)
 def tool_version() -> str:
     """`VERSION+DIGEST`: the installed package's version and the SHA-256 (16 hex digits) of the
-    source files (.py, .lark) of the packages that compute results."""
+    source files (.py, .lark) of the packages that compute results. FRACTAL_STORE_VERSION, when
+    set, is used instead (tests that span processes while the source may change)."""
+    if os.environ.get("FRACTAL_STORE_VERSION"):
+        return os.environ["FRACTAL_STORE_VERSION"]
     from importlib.metadata import PackageNotFoundError, version
     try:
         release = version("fractal")

@@ -2,7 +2,9 @@
 precision, version) is a new key and never an old row; two processes write one store; a writer
 killed at any moment leaves whole rows; a damaged store is a located error; the export."""
 import csv
+import importlib.metadata
 import os
+import re
 import shutil
 import signal
 import sqlite3
@@ -116,6 +118,15 @@ def test_the_key_changes_with_every_input(monkeypatch):
     monkeypatch.setattr(store_module, "tool_version", lambda: "9.9.9+0")
     keys["version"] = evaluation_key("timing", base)
     monkeypatch.undo()
+    release = importlib.metadata.version("fractal")
+    assert re.fullmatch(re.escape(release) + r"\+[0-9a-f]{16}", store_module.tool_version())
+    try:
+        monkeypatch.setenv("FRACTAL_STORE_VERSION", "pinned")
+        store_module.tool_version.cache_clear()
+        keys["pinned version"] = evaluation_key("timing", base)
+    finally:
+        monkeypatch.undo()
+        store_module.tool_version.cache_clear()
     assert key not in keys.values() and len(set(keys.values())) == len(keys), keys
 
     v100 = load_gpu("v100")
@@ -184,7 +195,8 @@ def test_two_sweeps_on_one_store_at_once(tmp_path):
     procs = [subprocess.Popen([sys.executable, "-m", "fractal.cli", "sweep", MLP, "--machine",
                                "tiny", "--depth", "1", "--fanout", fanouts, "--workers", "1",
                                "-o", str(out), "--store", str(shared)], cwd=ROOT,
-                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                              env={**os.environ, "FRACTAL_STORE_VERSION": "two-sweeps-test"})
              for fanouts, out in zip(("2,4,8", "8,4,2"), outs)]
     for p in procs:
         _, err = p.communicate(timeout=120)

@@ -61,9 +61,11 @@ def test_rows_match_direct_runs(reference):
 
 def test_killed_sweep_resumes_to_the_same_file(reference, tmp_path):
     out, store = tmp_path / "results.csv", tmp_path / "results.sqlite"
+    # one tool version for both processes, whatever source edits happen between them
+    env = {**os.environ, "FRACTAL_STORE_VERSION": "killed-sweep-test"}
     proc = subprocess.Popen([sys.executable, "-m", "fractal.cli", "sweep", *PROGRAMS, *GRID,
                              "-o", str(out), "--workers", "1"], cwd=ROOT, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline and proc.poll() is None:
         if store.exists() and stored_runs(store) >= 3:
@@ -76,7 +78,9 @@ def test_killed_sweep_resumes_to_the_same_file(reference, tmp_path):
     assert 3 <= before < N_POINTS
     assert not out.exists()                 # the CSV is written at the end only
 
-    res = fractal("sweep", *PROGRAMS, *GRID, "-o", out)
+    res = subprocess.run([sys.executable, "-m", "fractal.cli", "sweep", *PROGRAMS, *GRID,
+                          "-o", str(out)], cwd=ROOT, capture_output=True, text=True, env=env,
+                         timeout=120)
     assert res.returncode == 0, res.stderr
     assert f"({N_POINTS - before} run now, {before} from the results store" in res.stdout
     assert stored_runs(store) == N_POINTS
