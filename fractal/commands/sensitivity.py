@@ -15,6 +15,7 @@ from pathlib import Path
 from fractal import strict_json
 from fractal.cli import checked_machine, machine_args
 from fractal.commands.baseline import launch_arg
+from isa.errors import UserError
 
 
 def register(sub) -> None:
@@ -48,8 +49,21 @@ def load_programs(names: list[str]) -> dict:
     return programs
 
 
+def writable(path: str | None, where: str) -> None:
+    """A file the command will write: refused before any work when it cannot be one."""
+    if path is None:
+        return
+    p = Path(path)
+    if p.is_dir():
+        raise UserError(f"cannot write {path}: it is a directory", where)
+    if where != "--figure" and not p.parent.is_dir():
+        raise UserError(f"cannot write {path}: no directory {p.parent}", where)
+
+
 def run(args, out) -> int:
     from fractal import sensitivity as sn        # lazy: the compiler, simulator, baseline
+    writable(args.output, "--output")
+    writable(args.figure, "--figure")
     from fractal.baseline import load_factors, load_gpu, with_launch
     gpu = with_launch(load_gpu(args.gpu), args.launch)
     factors = load_factors(args.factors) if args.factors else None

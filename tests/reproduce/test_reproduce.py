@@ -2,6 +2,7 @@
 import io
 import json
 import math
+import re
 
 import numpy as np
 import pytest
@@ -77,3 +78,42 @@ def test_bad_arguments_exit_2(argv, capsys):
     assert code == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err and "error" in err
+
+
+CONCLUSION = re.compile(
+    r"^- (\S+) vs (\S+): (speed-up|efficiency) \*\*([\d.]+)x\*\*, from ([\d.]+)x to ([\d.]+)x with "
+    r"one constant at a time .*?from ([\d.]+)x to ([\d.]+)x with all at once; the paper's "
+    r"([\d.]+)x lies (inside|outside) the one-at-a-time range and (inside|outside) the "
+    r"all-at-once range\.$", re.M)
+
+
+def test_the_conclusion_is_true_to_the_tables_beside_it(tmp_path):
+    md = tmp_path / "reproduction.md"
+    code, _ = _main("reproduce", "--programs", "logreg", "lstm", "--no-scaling", "-o", str(md))
+    assert code == 0
+    body = md.read_text()
+    claims = CONCLUSION.findall(body)
+    assert len(claims) == 4                     # two ratios of two comparisons
+    sections = body.split("\n## ")
+    for machine, gpu, ratio, value, lo, hi, jlo, jhi, paper, inside, joint_inside in claims:
+        section = next(s for s in sections if s.startswith("Cambricon-" + machine.upper()))
+        column = 0 if ratio == "speed-up" else 1
+        geo = re.search(r"\| geometric mean \|.*\| ([\d.]+)x \| ([\d.]+)x \|", section).groups()
+        assert geo[column] == value
+        one = re.search(r"\| one at a time \|.*\| ([\d.]+)x to ([\d.]+)x \| ([\d.]+)x to ([\d.]+)x \|",
+                        section).groups()
+        assert (lo, hi) == one[2 * column:2 * column + 2]
+        joint = re.search(r"\| all at once \|.*\| ([\d.]+)x to ([\d.]+)x \| ([\d.]+)x to ([\d.]+)x \|",
+                          section).groups()
+        assert (jlo, jhi) == joint[2 * column:2 * column + 2]
+        c = next(c for c in rp.COMPARISONS if c.machine == machine)
+        assert float(paper) == (c.paper_speedup if column == 0 else c.paper_efficiency)
+        assert float(lo) <= float(value) <= float(hi)
+        assert inside == ("inside" if float(lo) <= float(paper) <= float(hi) else "outside")
+        assert joint_inside == ("inside" if float(jlo) <= float(paper) <= float(jhi) else "outside")
+        assert f"reproduction/{machine}_sensitivity.png" in section
+    # the per-class means, the batch table and the area check are there
+    assert "| RNN | lstm |" in body and "| classic ML | logreg |" in body
+    for batch in rp.BATCHES:
+        assert f"| lstm | {batch} |" in body
+    assert "## Area" in body and "| f1 vs 1080ti |" in body
