@@ -370,12 +370,11 @@ def _results(points: list[Point], workers: int, dask):
 
 def store_path(out: str | Path, store: str | Path | None = None) -> str:
     """The results store of a sweep: `store`, or the CSV's path with the suffix .sqlite."""
-    if store is not None:
-        return str(store)
-    path = Path(out).with_suffix(".sqlite")
-    if path == Path(out):
-        raise UserError(f"the results store beside {out} would be the file itself", f"-o {out}",
-                        hint="give the store's path with --store")
+    path = Path(out).with_suffix(".sqlite") if store is None else Path(store)
+    if os.path.realpath(path) == os.path.realpath(out):
+        raise UserError(f"the results store and the CSV would be the same file, {out}",
+                        "--store" if store is not None else f"-o {out}",
+                        hint="give the store another path with --store")
     return str(path)
 
 

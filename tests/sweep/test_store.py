@@ -302,3 +302,13 @@ def test_export_has_the_sweeps_numbers_with_units(tmp_path, capsys):
         assert got["program"] == MLP and got["machine"] == f"tiny-d1f{row['fanout']}"
     with Store(tmp_path / "r.sqlite", create=False) as s:
         assert export_csv(s, exported) == 3               # and the GPU estimate
+
+
+def test_the_store_and_the_csv_cannot_be_one_file(tmp_path, capsys):
+    for argv, where in ([["-o", str(tmp_path / "r.sqlite")], f"-o {tmp_path / 'r.sqlite'}"],
+                        [["-o", str(tmp_path / "r.csv"), "--store", str(tmp_path / "r.csv")],
+                         "--store"]):
+        assert main(["sweep", MLP, "--machine", "tiny", *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"{where}: error: the results store and the CSV would be the same")
+    assert list(tmp_path.iterdir()) == []
