@@ -184,9 +184,11 @@ LAUNCH_RANGE = (GRAPH_LAUNCH_OVERHEAD_S, 10e-6,
                 "Technical Blog, 2019); 10 us: a launch followed by a synchronization, 9.7-10.2 us "
                 "on an H200 (ours) and 9.6 us on a V100 (Gray, 2019), and PyTorch eager ops, "
                 "6.7-9.3 us on an H200 (ours)")
-IDLE_RANGE = (0.5, 2.0, "ours: the GPU files' idle power is our estimate (8-14% of TDP, not a "
-              "vendor figure); half to twice spans a module in its lowest state and one that "
-              "holds its clocks between kernels")
+IDLE_RANGE = (0.5, 2.0, "the GPU files' idle power is an estimate (8-14% of TDP) except the "
+              "H200's: measured, an H200 draws 82.6 W with no CUDA context and 127.5 W with one "
+              "and no work, as much as running a launch-bound chain of small kernels (128-129 W; "
+              "ours, benchmarks/launch/power.py), 1.7x the 75 W once estimated for it; half to "
+              "twice spans a module in its lowest state and one that holds its clocks")
 HOST_RANGE = (0.4, 1.0, "ours: the file's host power is the system's maximum less the GPUs' TDP, "
               "an upper bound; 40% of it is the two host CPUs (2 x 135 W Xeon E5-2698 v4 in a "
               "DGX-1, DGX-1 System Architecture whitepaper, 2017) and memory with fans near idle")
