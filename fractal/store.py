@@ -24,15 +24,14 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
-import importlib.util
 import json
 import math
 import numbers
 import os
 import sqlite3
-from functools import lru_cache
 from pathlib import Path
 
+from fractal.version import tool_version as release_and_source
 from isa.errors import InternalError, UserError
 
 __all__ = ["Store", "evaluation_key", "program_inputs", "plain", "tool_version", "export_csv",
@@ -42,32 +41,13 @@ FORMAT = "fractal results store"
 SCHEMA = 1
 #: how long a write waits for another process's transaction before giving up
 BUSY_SECONDS = 60.0
-#: the packages whose source the tool version digests (their models make the results)
-PACKAGES = ("isa", "machine", "compiler", "simulator", "fractal")
 
 
-@lru_cache(maxsize=1)
 def tool_version() -> str:
-    """`VERSION+DIGEST`: the installed package's version and the SHA-256 (16 hex digits) of the
-    source files (.py, .lark) of the packages that compute results. FRACTAL_STORE_VERSION, when
-    set, is used instead (tests that span processes while the source may change)."""
-    if os.environ.get("FRACTAL_STORE_VERSION"):
-        return os.environ["FRACTAL_STORE_VERSION"]
-    from importlib.metadata import PackageNotFoundError, version
-    try:
-        release = version("fractal")
-    except PackageNotFoundError:        # run from a source tree that was never installed
-        release = "0+unknown"
-    digest = hashlib.sha256()
-    for package in PACKAGES:
-        spec = importlib.util.find_spec(package)
-        for folder in (spec.submodule_search_locations or []) if spec else []:
-            for path in sorted(Path(folder).rglob("*")):
-                if path.suffix in (".py", ".lark") and "__pycache__" not in path.parts:
-                    digest.update(f"{package}/{path.relative_to(folder).as_posix()}\0".encode())
-                    digest.update(path.read_bytes())
-                    digest.update(b"\0")
-    return f"{release}+{digest.hexdigest()[:16]}"
+    """The version in every key: `fractal.version.tool_version()`, the release and a digest of
+    the source that computes results; FRACTAL_STORE_VERSION, when set, instead (tests whose
+    processes must share keys while the source may change between them)."""
+    return os.environ.get("FRACTAL_STORE_VERSION") or release_and_source()
 
 
 def plain(value):
