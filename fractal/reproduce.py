@@ -527,23 +527,40 @@ def why_section(rows, comparisons, sensitivities, batches, areas) -> list[str]:
                                                s["classes"].values()) + ").")
         if sens is not None and sens.rows:
             for ratio, word in (("speedup", "speed-up"), ("efficiency", "efficiency")):
-                top = max(sens.rows, key=lambda r: r.span(ratio)[1] / r.span(ratio)[0])
-                lo, hi = top.span(ratio)
-                text += (f" The {word} moves most with the {top.constant.key()} "
-                         f"({_num(top.constant.low, top.constant.unit)} to "
-                         f"{_num(top.constant.high, top.constant.unit)}: {lo:.2f}x to {hi:.2f}x).")
+                top = sorted(sens.rows, key=lambda r: -r.span(ratio)[1] / r.span(ratio)[0])[:3]
+                top = [r for r in top if r.span(ratio)[1] / r.span(ratio)[0] > 1.05]
+                if not top:
+                    continue
+                text += (f" The {word} rests most on " + "; ".join(
+                    f"{r.constant.key()} ({sn.quantity(r.constant.low, r.constant.unit)} to "
+                    f"{sn.quantity(r.constant.high, r.constant.unit)}: {r.span(ratio)[0]:.2f}x to "
+                    f"{r.span(ratio)[1]:.2f}x)" for r in top) + ".")
+        if s["launch_bound"]:
+            text += (f" On the {s['launch_bound']} programs launch-bound on the GPU, the "
+                     "speed-up mostly sets the GPU's assumed launch overhead per kernel against "
+                     "the fractal machine's time per instruction, on these small programs mostly "
+                     "its latency, not the two machines' peak arithmetic.")
         lines.append(text)
     if batches:
         for c in comparisons:
-            per = {}
+            per: dict = {}
             for r in batches:
                 if (r.machine, r.gpu) == (c.machine, c.gpu):
-                    per.setdefault(r.batch, []).append(r.speedup)
-            lines.append(f"- **Batch.** {c.machine} vs {c.gpu}, geometric-mean speed-up of the CNN "
-                         "and RNN programs by batch: " + ", ".join(
-                             f"{geomean(v):.2f}x at {b}" for b, v in per.items())
-                         + ". Larger batches give the GPU larger kernels, fewer launches per "
-                         "sample, and so a higher utilization.")
+                    per.setdefault(r.batch, []).append(r)
+            text = (f"- **Batch, {c.machine} vs {c.gpu}.** The geometric-mean speed-up of the CNN "
+                    "and RNN programs is " + ", ".join(
+                        f"{geomean(r.speedup for r in v):.2f}x at batch {b}"
+                        for b, v in per.items())
+                    + "; the GPU's time launching kernels is " + ", ".join(
+                        f"{geomean(max(r.gpu_launch_share, 1e-9) for r in v):.0%}"
+                        for v in per.values()) + " of its time (geometric means)")
+            last, rows_last = list(per.items())[-1]
+            text += (f", and at batch {last} the fractal runs are bound by " + ", ".join(
+                f"{k} ({n})" for k, n in _counts(r.fractal_bound for r in rows_last).items()))
+            losses = [r.program for r in rows_last if r.speedup < 1]
+            text += (f". At batch {last} the GPU is faster on {', '.join(losses)}." if losses
+                     else ".")
+            lines.append(text)
     for a in areas:
         lines.append(f"- **Area.** {a['machine']} saves {a['saving']:.1%} of {a['gpu']}'s silicon "
                      f"by the area model, the paper {a['paper_saving']:.1%}.")
@@ -561,10 +578,6 @@ def why_section(rows, comparisons, sensitivities, batches, areas) -> list[str]:
               "- Which DGX-1 (P100 or V100) the paper used is not stated; this comparison uses "
               "V100. `fractal reproduce --gpu-f100 dgx1-p100` runs the other.", ""]
     return lines
-
-
-def _num(v: float, unit: str) -> str:
-    return f"{v * 1e6:.3g} us" if unit == "s/kernel" else f"{v:.3g}" + (f" {unit}" if unit else "")
 
 
 def _verdict(ours: float, paper: float) -> str:

@@ -326,8 +326,8 @@ class Sensitivity:
         body = []
         for r in self.rows:
             c = r.constant
-            body.append([c.side, c.name, _num(c.base, c.unit), f"{_num(c.low, c.unit)} to "
-                         f"{_num(c.high, c.unit)}", _ends(r, "speedup"), _ends(r, "efficiency")])
+            body.append([c.side, c.name, quantity(c.base, c.unit), f"{quantity(c.low, c.unit)} to "
+                         f"{quantity(c.high, c.unit)}", _ends(r, "speedup"), _ends(r, "efficiency")])
         s, e = self.range("speedup"), self.range("efficiency")
         body.append(["", "one at a time", "", "", f"{s[0]:.2f}x to {s[1]:.2f}x",
                      f"{e[0]:.2f}x to {e[1]:.2f}x"])
@@ -352,10 +352,11 @@ class Sensitivity:
         return [f"{r.constant.key()}: {r.constant.source}" for r in self.rows]
 
 
-def _num(v: float, unit: str) -> str:
+def quantity(v: float, unit: str) -> str:
+    """A constant's value in its unit, as the tables print it."""
     if unit == "s/kernel":
         return f"{v * 1e6:.3g} us"
-    return f"{v:.3g}" + (f" {unit}" if unit else "")
+    return (f"{v:,.0f}" if v >= 1000 else f"{v:.3g}") + (f" {unit}" if unit else "")
 
 
 def _ends(r: Row, ratio: str) -> str:
