@@ -365,6 +365,8 @@ def scaling(programs: dict[str, str], comparisons, folder: Path) -> list[Path]:
     figures = []
     for c in comparisons:
         csv = folder / f"{c.machine}_scaling.csv"
+        if csv.is_file():                 # the report's own output, from an earlier version too
+            csv.unlink()
         with tempfile.TemporaryDirectory() as scratch:  # a new run, not a resumed one
             sweep(files, c.machine, list(SCALING_DEPTHS), list(SCALING_FANOUTS), [c.gpu], csv,
                   progress=False, store=Path(scratch) / "runs.sqlite")
