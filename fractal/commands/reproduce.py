@@ -107,8 +107,9 @@ def run(args, out) -> int:
             (f" --launch {args.launch}" if args.launch != "eager" else "") + \
             f" -o {args.output}"
         host = f"{platform.machine()}, Python {platform.python_version()}, {date.today()}"
+        from fractal.reproduce_report import write_report
         try:
-            rp.write_report(rows, comparisons, args.output, command, host,
+            write_report(rows, comparisons, args.output, command, host,
                             None if args.no_scaling else programs, sensitivities, batches,
                             args.launch, dtype)
         except OSError as e:
