@@ -1,8 +1,8 @@
 """The `fractal` command: a thin layer over `fractal.api`.
 
-Exit status: 0 success, 2 invalid input of any kind (program, machine file, arguments, data
-files; `fractal check` finding a problem), 3 an internal error. No traceback
-reaches the user unless FRACTAL_DEBUG=1 is set.
+Exit status: 0 success; 1 some points of a sweep failed (their rows say why); 2 invalid input of
+any kind (program, machine file, arguments, data files; `fractal check` finding a problem); 3 an
+internal error. No traceback reaches the user unless FRACTAL_DEBUG=1 is set.
 """
 from __future__ import annotations
 
@@ -30,11 +30,18 @@ class _Parser(argparse.ArgumentParser):
         raise UserError(f"{message}\n{self.format_usage().rstrip()}", self.prog)
 
 
-def int_list(text: str) -> int | tuple[int, ...]:
+def fanout_arg(text: str) -> int | tuple[int, ...]:
+    """One machine's fan-out: `8` for every stage, or `3x5x7`, one per stage. The grammar is the
+    sweep's (`fractal.commands.sweep.int_range`), where commas and `..` list alternatives."""
+    if "," in text or ".." in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} lists several machines; a list or range of fan-outs (2,4,8 or 2..8) is for "
+            f"fractal sweep. One fan-out per stage is written 3x5x7")
     try:
-        vals = tuple(int(x) for x in text.split(","))
+        vals = tuple(int(x) for x in text.split("x"))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer or a comma-separated list, got {text!r}")
+        raise argparse.ArgumentTypeError(f"expected a fan-out (8) or one per stage (3x5x7), "
+                                         f"got {text!r}") from None
     if any(v < 1 for v in vals):
         raise argparse.ArgumentTypeError(f"fan-outs must be at least 1, got {text!r}")
     return vals[0] if len(vals) == 1 else vals
@@ -64,8 +71,8 @@ def machine_args(p: argparse.ArgumentParser, default: str = "f1"):
     p.add_argument("--machine", "-m", default=default,
                    help=f"preset name (tiny, f1, f100) or a machine .toml file (default {default})")
     p.add_argument("--depth", type=positive_int, help="re-scale to this many fan-out stages")
-    p.add_argument("--fanout", type=int_list,
-                   help="re-scale every stage to this fan-out, or give one per stage: 3,5,7")
+    p.add_argument("--fanout", type=fanout_arg,
+                   help="re-scale every stage to this fan-out, or give one per stage: 3x5x7")
 
 
 def lib_args(p: argparse.ArgumentParser):

@@ -36,7 +36,9 @@ from pathlib import Path
 from tqdm import tqdm
 
 from fractal import api
-from fractal.baseline import DEFAULT_FACTORS, estimate, load_gpu, program_precision
+from fractal.baseline import (DEFAULT_FACTORS, PRECISIONS, estimate, load_factors, load_gpu,
+                              program_precision)
+from fractal.baseline.factors import factors_from_dict
 from fractal.store import Store, evaluation_key, plain, program_inputs
 from isa.errors import InternalError, UserError
 from isa.program import Program
@@ -156,20 +158,21 @@ def _load_gpus(gpus) -> dict:
     return specs
 
 
-def _gpu_baselines(store: Store, programs: dict, specs: dict, digests: dict) -> dict:
+def _gpu_baselines(store: Store, programs: dict, specs: dict, digests: dict,
+                   precision: str | None = None, factors=DEFAULT_FACTORS) -> dict:
     """Per (program, tag), the GPU estimate's metrics or an error message: from the store, or
-    estimated now and stored."""
+    estimated now and stored. `precision`: None takes each program's own."""
     baselines = {}
     for label, program in programs.items():
-        precision = program_precision(program)
+        at = precision or program_precision(program)
         for tag, gpu in specs.items():
             inputs = {"program": digests[label], "gpu": plain(gpu),
-                      "factors": plain(DEFAULT_FACTORS), "precision": precision}
+                      "factors": plain(factors), "precision": at}
             key = evaluation_key(GPU_ESTIMATE, inputs)
             result = store.get_many([key]).get(key)
             if result is None:
                 try:
-                    base = estimate(program, gpu, precision=precision, factors=DEFAULT_FACTORS)
+                    base = estimate(program, gpu, precision=at, factors=factors)
                     result = {metric: getattr(base, metric) for metric in GPU_METRICS}
                 except UserError as e:
                     result = {"error": f"gpu {tag}: {_one_line(e)}"}
@@ -380,13 +383,15 @@ def store_path(out: str | Path, store: str | Path | None = None) -> str:
 
 def sweep(programs, machine: str = "f1", depths=None, fanouts=None, gpus=(),
           out: str | Path = "results.csv", workers: int | None = None, dask=None,
-          progress: bool = True, store: str | Path | None = None) -> list[dict]:
+          progress: bool = True, store: str | Path | None = None,
+          precision: str | None = None, factors=None) -> list[dict]:
     """Run every (program, depth, fan-out) point of `machine` that the results store has no
     evaluation of yet, storing each as it finishes; write the grid's rows to `out` and return
     them in key order (numbers typed, empty cells None).
 
     `depths`/`fanouts`: an int or a list; None keeps the machine's own. `gpus`: GPU baseline
-    names (`fractal.baseline.GPUS`). `workers`: local worker processes (default one per core;
+    names (`fractal.baseline.GPUS`), estimated at `precision` ("fp16" or "fp32"; None: each
+    program's own) with `factors` (a factors file, a table, or None for the defaults). `workers`: local worker processes (default one per core;
     1 runs in this process). `dask`: a scheduler address or a `distributed.Client` to run the
     points on instead. `store`: the results store (default: `out` with the suffix .sqlite).
     Scripts that use worker processes need an `if __name__ == "__main__":` guard (they are
@@ -397,13 +402,18 @@ def sweep(programs, machine: str = "f1", depths=None, fanouts=None, gpus=(),
         raise UserError(f"workers must be a positive integer, got {workers!r}", "--workers")
     if workers is not None and dask is not None:
         raise UserError("give either local workers or a Dask scheduler, not both", "--workers")
+    if precision is not None and precision not in PRECISIONS:
+        raise UserError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}",
+                        "--precision")
+    factors = load_factors(factors) if isinstance(factors, (str, Path)) else \
+        factors_from_dict(factors)
     points, programs, digests = _grid(programs, machine, depths, fanouts)
     specs = _load_gpus(gpus)
     out, path = str(out), store_path(out, store)
     header = columns(list(specs))
     _check_out(out, header)
     with Store(path, "--store" if store is not None else f"-o {out}") as db:
-        baselines = _gpu_baselines(db, programs, specs, digests)
+        baselines = _gpu_baselines(db, programs, specs, digests, precision, factors)
         results = db.get_many(p.evaluation for p in points)
         todo = [p for p in points if p.evaluation not in results]
 

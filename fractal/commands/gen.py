@@ -83,8 +83,10 @@ def _workload_args(w, args) -> tuple[dict, str | None]:
                         unknown[0])
     if unknown:
         flags = [f"--{k.replace('_', '-')}" for k in w.params] + ["--dtype"]
+        # the closest of the command's own flags and the workload's (`--out` is -o/--output)
+        hint = did_you_mean(unknown[0], flags + ["--output", "--batch"])
         raise UserError(f"{w.name} has no parameter {unknown[0]!r}", unknown[0],
-                        hint=did_you_mean(unknown[0], flags) or "parameters: " + " ".join(flags))
+                        hint=hint or "parameters: " + " ".join(flags))
     values = {k: getattr(given, k) for k in w.params if getattr(given, k) is not None}
     if args.batch is not None:
         values.setdefault("batch", args.batch)
@@ -131,6 +133,7 @@ def _gen(args, out) -> int:
     text = generate(w.name, **values)
     if output:
         _write(Path(output), text, "-o")
+        print(f"wrote {output} ({w.name})", file=out)
     else:
         out.write(text)
     return 0

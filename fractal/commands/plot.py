@@ -11,7 +11,7 @@ def register(sub):
     p.add_argument("--kind", required=True, choices=list(KINDS),
                    help="speedup / efficiency (relative to --gpu), scaling (ops/s), utilization")
     p.add_argument("--gpu", help="the GPU to compare with (default: the only one in the file)")
-    p.add_argument("-o", "--out", required=True, metavar="FIG",
+    p.add_argument("-o", "--output", dest="out", required=True, metavar="FIG",
                    help=f"image to write ({', '.join(FORMATS)})")
     p.set_defaults(handler=run)
 

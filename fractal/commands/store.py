@@ -8,7 +8,7 @@ def register(sub):
     e = actions.add_parser("export", help="write a results store's evaluations as CSV, units "
                                           "in the column names")
     e.add_argument("store", metavar="STORE.sqlite")
-    e.add_argument("-o", "--out", required=True, metavar="FILE.csv", help="CSV to write")
+    e.add_argument("-o", "--output", dest="out", required=True, metavar="FILE.csv", help="CSV to write")
     e.add_argument("--kind", choices=("timing", "gpu-estimate"),
                    help="only this kind of evaluation: timing (simulated runs) or gpu-estimate "
                         "(GPU baselines); default: both")

@@ -3,6 +3,7 @@ results store that an interrupted or repeated sweep resumes from."""
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 
 from fractal.cli import positive_int
@@ -15,6 +16,10 @@ MAX_VALUES = 10_000
 def int_range(text: str) -> tuple[int, ...]:
     """`3`, `1..4` (both ends included), `2,4,8`, or a mix: `1..3,8`; every value at least 1."""
     values = []
+    if any(re.fullmatch(r"\s*\d+(x\d+)+\s*", item) for item in text.split(",")):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: a sweep gives every stage the same fan-out; one fan-out per stage "
+            f"(3x5x7) is for one machine: fractal run, compile or compare")
     for item in text.split(","):
         item = item.strip()
         start, sep, end = item.partition("..")
@@ -54,7 +59,12 @@ def register(sub):
                    help="fan-out of every stage: 8, 2..4 or 2,4,8,16 (default: the machine's own)")
     p.add_argument("--gpu", type=name_list, default=(),
                    help="GPU baselines to compare with, e.g. 1080ti,v100,h100")
-    p.add_argument("-o", "--out", default="results.csv",
+    p.add_argument("--precision", choices=("fp16", "fp32"),
+                   help="the GPU baselines' precision (default: each program's own, as "
+                        "fractal baseline estimate)")
+    p.add_argument("--factors", metavar="F.toml",
+                   help="efficiency factors of the GPU baselines, overriding the defaults")
+    p.add_argument("-o", "--output", dest="out", default="results.csv",
                    help="CSV to write, the grid's rows (default results.csv)")
     p.add_argument("--store", metavar="FILE.sqlite",
                    help="results store to resume from and add to, keyed by the content of every "
@@ -69,7 +79,8 @@ def register(sub):
 def run(args, out) -> int:
     from fractal.sweep import sweep  # lazy: numpy, the compiler, tqdm (~0.3 s), not every command
     rows = sweep(args.programs, args.machine, args.depth, args.fanout, args.gpu, args.out,
-                 args.workers, args.dask, progress=sys.stderr.isatty(), store=args.store)
+                 args.workers, args.dask, progress=sys.stderr.isatty(), store=args.store,
+                 precision=args.precision, factors=args.factors)
     failed = [r for r in rows if r["error"]]
     print(f"{len(rows)} runs in {args.out} ({rows.ran} run now, {len(rows) - rows.ran} from the "
           f"results store {rows.store})" + (f", {len(failed)} with an error:" if failed else ""),
@@ -78,4 +89,4 @@ def run(args, out) -> int:
         print(f"  {r['program']} depth {r['depth']} fan-out {r['fanout']}: {r['error']}", file=out)
     if len(failed) > 10:
         print(f"  ... and {len(failed) - 10} more (the error column of {args.out})", file=out)
-    return 0
+    return 1 if failed else 0       # some points failed: their rows say why (exit statuses: cli.py)

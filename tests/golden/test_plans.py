@@ -82,6 +82,6 @@ def test_the_listing_is_what_fractal_compile_prints(monkeypatch):
     monkeypatch.chdir(REPO)
     out = io.StringIO()
     assert cli_main(["compile", "programs/knn.fasm", "--machine", "tiny", "--depth", "3",
-                     "--fanout", "3,5,7"], out) == 0
+                     "--fanout", "3x5x7"], out) == 0
     plan = fractal.compile(REPO / "programs" / "knn.fasm", machine("tiny-d3f3x5x7"))
     assert out.getvalue() == relative(plan_text(plan)) + "\n"

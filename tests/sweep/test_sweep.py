@@ -129,8 +129,9 @@ def test_a_program_that_does_not_fit_is_an_error_row(tmp_path, capsys):
     big.write_text("tensor x : f32[4096, 4096] input\ntensor y : f32[4096, 4096] output\n"
                    "relu y, x\n")
     out = tmp_path / "results.csv"
+    # exit status 1: some points failed, and their rows say why
     assert main(["sweep", str(big), MLP, "--machine", "tiny", "--depth", "1",
-                 "--fanout", "2", "-o", str(out), "--workers", "1"]) == 0
+                 "--fanout", "2", "-o", str(out), "--workers", "1"]) == 1
     assert "2 runs in" in capsys.readouterr().out
     by_program = {Path(r["program"]).name: r for r in read_rows(out)}
     assert "67,108,864" in by_program["big.fasm"]["error"] or \
