@@ -8,6 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from fractal import sensitivity as sn
+from fractal.baseline import load_gpu
+from fractal.baseline.gpu import GRAPH_LAUNCH_OVERHEAD_S
 from fractal.reproduce import (DTYPE, SCALING_DEPTHS, SCALING_FANOUTS, Comparison, Row,
                                _counts, area_rows, batch_table, class_table, plot, scaling,
                                summary, table_text)
@@ -43,11 +45,12 @@ def conclusion(s: dict, sens: sn.Sensitivity | None, c: Comparison) -> list[str]
 def write_report(rows: list[Row], comparisons, out: Path, command: str, host: str,
                  programs: dict[str, str] | None = None, sensitivities: dict | None = None,
                  batches: list[Row] | None = None, launch: str = "eager",
-                 dtype: str | None = DTYPE) -> None:
+                 dtype: str | None = DTYPE, launches: dict | None = None) -> None:
     """docs/reproduction.md: method, tables, figures, the factors that explain each ratio, the
     per-class means, the batch table, the sensitivity of each comparison (`sensitivities`:
-    {comparison: Sensitivity}), the area check; with `programs`, also the speed-up against
-    machine size."""
+    {comparison: Sensitivity}), the ratios with each launch mode (`launches`: {comparison:
+    {mode: Evaluation}}), the area check; with `programs`, also the speed-up against machine
+    size."""
     out = Path(out)
     folder = out.parent / "reproduction"
     figure = folder / "cambricon_f.png"
@@ -100,6 +103,16 @@ def write_report(rows: list[Row], comparisons, out: Path, command: str, host: st
                   f"{s['power_ratio']:.2f}. Against the paper: "
                   f"{_verdict(s['speedup'], c.paper_speedup)} in performance, "
                   f"{_verdict(s['efficiency'], c.paper_efficiency)} in efficiency.", ""]
+        if launches and c in launches:
+            lines += ["With the GPU's kernels launched each way (`--launch`, docs/baseline.md "
+                      "\"Launch overhead\"; the same fractal runs):", "",
+                      "| launch | per kernel | speed-up | efficiency |", "|---|---:|---:|---:|"]
+            per = {"eager": f"{load_gpu(c.gpu).launch_overhead_s * 1e6:.3g} us",
+                   "graphs": f"{GRAPH_LAUNCH_OVERHEAD_S * 1e6:.3g} us"}
+            for mode, e in launches[c].items():
+                lines.append(f"| {mode} | {per.get(mode, '')} | {e.speedup:.2f}x | "
+                             f"{e.efficiency:.2f}x |")
+            lines.append("")
         sens = sensitivities.get(c)
         if sens is not None:
             tornado = sn.tornado(sens, folder / f"{c.machine}_sensitivity.png",
@@ -144,6 +157,12 @@ def write_report(rows: list[Row], comparisons, out: Path, command: str, host: st
     lines += ["## Conclusion", ""]
     for c in comparisons:
         lines += conclusion(summary(rows, c), sensitivities.get(c), c)
+        if launches and c in launches and "graphs" in launches[c] and launch != "graphs":
+            g = launches[c]["graphs"]
+            lines.append(f"- {c.machine} vs {c.gpu} with the GPU's kernels replayed as CUDA "
+                         f"graphs (`--launch graphs`): speed-up {g.speedup:.2f}x, efficiency "
+                         f"{g.efficiency:.2f}x (paper {c.paper_speedup:.2f}x and "
+                         f"{c.paper_efficiency:.2f}x).")
     lines += [""] + why_section(rows, comparisons, sensitivities, batches, areas)
     if sensitivities:
         lines += ["## Sources of the ranges", ""]

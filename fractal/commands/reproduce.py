@@ -45,8 +45,8 @@ def register(sub) -> None:
 
 def run(args, out) -> int:
     # lazy: numpy, the compiler, the sweeps (~0.3 s); every `fractal` start loads this module
-    from fractal import reproduce as rp
-    from fractal.baseline import load_gpu, with_launch
+    from fractal import api, reproduce as rp, sensitivity as sn
+    from fractal.baseline import LAUNCH_MODES, load_gpu, with_launch
     from fractal.workloads import WORKLOADS
 
     f1, f100 = rp.COMPARISONS
@@ -68,11 +68,14 @@ def run(args, out) -> int:
     rows = rp.compare(programs, comparisons, runs=runs)
     sensitivities = {}
     if not args.no_sensitivity:
-        from fractal import api, sensitivity as sn
         for c in comparisons:
             sensitivities[c] = sn.sensitivity(
                 runs[c], api.build_machine(c.machine), with_launch(load_gpu(c.gpu), args.launch),
                 progress=note and (lambda k, c=c: note(f"{c.machine} vs {c.gpu}: {k.key()}")))
+    # the same runs with the GPU's kernels launched each way: only the roofline again
+    launches = {c: {mode: sn.evaluate(runs[c], api.build_machine(c.machine),
+                                      with_launch(load_gpu(c.gpu), mode), None, False)
+                    for mode in LAUNCH_MODES} for c in comparisons}
     names = [n for n in programs if rp.PROGRAM_CLASSES.get(n) in ("CNN", "RNN")]
     batches = [] if args.no_batches or args.batch or not names else rp.batch_rows(
         comparisons, names, launch=args.launch, dtype=dtype,
@@ -84,7 +87,10 @@ def run(args, out) -> int:
                           "summaries": [rp.summary(rows, c) for c in comparisons],
                           "sensitivity": [sensitivities[c].to_json() for c in sensitivities],
                           "batches": [r.to_json() for r in batches],
-                          "area": rp.area_rows(comparisons)}, out)
+                          "area": rp.area_rows(comparisons),
+                          "launch_modes": [{"machine": c.machine, "gpu": c.gpu, **{
+                              mode: {"speedup": e.speedup, "efficiency": e.efficiency}
+                              for mode, e in launches[c].items()}} for c in comparisons]}, out)
     else:
         for c in comparisons:
             print(rp.table_text(rows, c), file=out)
@@ -111,7 +117,7 @@ def run(args, out) -> int:
         try:
             write_report(rows, comparisons, args.output, command, host,
                             None if args.no_scaling else programs, sensitivities, batches,
-                            args.launch, dtype)
+                            args.launch, dtype, launches)
         except OSError as e:
             raise UserError(f"cannot write the report: {e.strerror}", args.output)
         if not args.json:

@@ -112,6 +112,13 @@ def test_the_conclusion_is_true_to_the_tables_beside_it(tmp_path):
         assert inside == ("inside" if float(lo) <= float(paper) <= float(hi) else "outside")
         assert joint_inside == ("inside" if float(jlo) <= float(paper) <= float(jhi) else "outside")
         assert f"reproduction/{machine}_sensitivity.png" in section
+    # the same runs with CUDA-graph launches: the table and the conclusion agree
+    for c in rp.COMPARISONS:
+        section = next(s for s in sections if s.startswith("Cambricon-" + c.machine.upper()))
+        speedup, efficiency = re.search(r"\| graphs \| 1 us \| ([\d.]+)x \| ([\d.]+)x \|",
+                                        section).groups()
+        assert (f"- {c.machine} vs {c.gpu} with the GPU's kernels replayed as CUDA graphs "
+                f"(`--launch graphs`): speed-up {speedup}x, efficiency {efficiency}x") in body
     # the per-class means, the batch table and the area check are there
     assert "| RNN | lstm |" in body and "| classic ML | logreg |" in body
     for batch in rp.BATCHES:
