@@ -86,6 +86,25 @@ def test_two_level_area_by_hand():
                                     + 32 * 8 * 4 * REG28 * D28 / D7 * 1e-6)
 
 
+def test_tiny_area_by_hand():
+    """`tiny` at the default 16 nm: SRAM scaled from 7 nm by TSMC's bit cells, logic by the
+    GP100/GA100 densities; the root's 16 MiB and 8 LFU lanes, four leaves of 4 KiB with 16 MAC
+    cells (32 ops/cycle), max(8, 8) vector + 4 LFU lanes, and 16-byte links throughout."""
+    a = machine_area(preset("tiny"))
+    root, leaf = a.levels
+    sram16 = SRAM7 * CELL16 / CELL7
+    cell16 = 5824 * D40 / D16 + 64 * REG28 * D28 / D16
+    reg16 = REG28 * D28 / D16
+    assert root.sram == pytest.approx(16 * sram16)
+    assert leaf.sram == pytest.approx(4 * (4096 / 2**20) * sram16)
+    assert root.vector == pytest.approx(8 * cell16 * 1e-6)
+    assert leaf.mac_array == pytest.approx(4 * 16 * cell16 * 1e-6)
+    assert leaf.vector == pytest.approx(4 * (8 + 4) * cell16 * 1e-6)
+    assert root.links == pytest.approx(16 * 8 * 4 * reg16 * 1e-6)
+    assert leaf.links == pytest.approx(4 * 16 * 8 * 4 * reg16 * 1e-6)
+    assert a.total == pytest.approx(root.total + leaf.total)
+
+
 def test_dram_memory_counts_its_phy_and_its_links_leave_the_die():
     text = TWO.replace("memory_bandwidth = 64\n", 'memory_bandwidth = 64\nmemory_technology = "hbm"\n')
     root, leaf = machine_area(machine_from_dict(tomllib.loads(text))).levels
