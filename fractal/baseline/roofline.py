@@ -92,6 +92,8 @@ class BaselineReport:
     time_breakdown: dict         # seconds spent bound by launch, compute, bandwidth, interconnect
     instructions: list = field(default_factory=list)
     factors: Factors | None = None
+    launch: str = "eager"                # how its kernels were launched (eager or graphs)
+    launch_overhead_s: float = 0.0       # the launch overhead per kernel that follows from it
 
     @property
     def ops_per_second(self) -> float:
@@ -118,6 +120,7 @@ class BaselineReport:
                 "peak_ops_per_second": self.peak_ops_per_second, "utilization": self.utilization,
                 "area_mm2": self.area_mm2, "time_breakdown": dict(self.time_breakdown),
                 "factors": self.factors.to_json() if self.factors else None,
+                "launch": self.launch, "launch_overhead_s": self.launch_overhead_s,
                 "instructions": [vars(i).copy() for i in self.instructions]}
 
     def text(self) -> str:
@@ -242,4 +245,4 @@ def estimate(program: str | Path | Program, gpu: str | Path | Gpu, *, precision:
         ops=program_ops(program, table),
         peak_ops_per_second=gpu.gpus * class_peak(gpu, "matmul", precision),
         area_mm2=gpu.gpus * gpu.die_area_mm2, time_breakdown=breakdown, instructions=rows,
-        factors=factors)
+        factors=factors, launch=launch or "eager", launch_overhead_s=gpu.launch_overhead_s)

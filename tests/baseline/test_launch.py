@@ -34,3 +34,12 @@ def test_bad_launch_mode_is_located(capsys):
     assert status == 2 and err.startswith("fractal baseline estimate: error:") and "--launch" in err
     with pytest.raises(Exception, match="launch must be one of eager, graphs"):
         with_launch(load_gpu("v100"), "lazy")
+
+
+def test_an_estimate_records_how_its_kernels_were_launched():
+    program = Path(__file__).resolve().parents[2] / "programs" / "mlp.fasm"
+    eager, graphs = (estimate(program, "v100", launch=m).to_json() for m in ("eager", "graphs"))
+    assert (eager["launch"], graphs["launch"]) == ("eager", "graphs")
+    assert eager["launch_overhead_s"] == load_gpu("v100").launch_overhead_s
+    assert graphs["launch_overhead_s"] == GRAPH_LAUNCH_OVERHEAD_S
+    assert estimate(program, "v100").to_json()["launch"] == "eager"
