@@ -9,6 +9,7 @@ distinct shapes, never with the number of leaves.
 """
 from __future__ import annotations
 
+import html
 from collections import defaultdict
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -16,6 +17,7 @@ from types import MappingProxyType
 from typing import Mapping
 
 from compiler.rules import ExtensionReduction, Reduction, Task
+from compiler.tables import frame, html_table
 from machine import Machine
 from isa.program import Program
 
@@ -79,6 +81,38 @@ class Plan:
 
     def node(self, task: Task, level: int) -> NodePlan:
         return self.table[(task, level)]
+
+    def rows(self) -> list[dict]:
+        """One row per program instruction and level: the distinct tasks planned there, how
+        many nodes run them, and what they move (the table of `to_frame()`)."""
+        out = []
+        for ins, root in zip(self.program.instructions, self.roots):
+            per_level: dict = defaultdict(lambda: [0, 0, 0, 0])
+            for (task, lv), c in level_counts(self, (root,)).items():
+                n = self.table[(task, lv)]
+                row = per_level[lv]
+                row[0] += 1
+                row[1] += c
+                row[2] += c * n.bytes_down
+                row[3] += c * n.bytes_up
+            for lv in sorted(per_level):
+                tasks, runs, down, up = per_level[lv]
+                out.append({"line": ins.loc.line if ins.loc else None, "instruction": ins.to_text(),
+                            "level": lv, "level_name": self.machine.levels[lv].name,
+                            "distinct_tasks": tasks, "node_runs": runs, "bytes_down": down,
+                            "bytes_up": up, "estimated_cycles": root.est_cycles if lv == 0 else None})
+        return out
+
+    def to_frame(self):
+        """The plan as a pandas DataFrame (`rows()`)."""
+        return frame(self.rows())
+
+    def _repr_html_(self) -> str:
+        head = (f"<p><b>{html.escape(self.program.file)}</b> on {html.escape(self.machine.name)}: "
+                f"{len(self.roots)} instructions, {self.machine.leaves:,} leaves, estimated "
+                f"{sum(r.est_cycles for r in self.roots):,.0f} cycles (objective "
+                f"{html.escape(self.objective)})</p>")
+        return head + html_table(self.rows())
 
     def __post_init__(self):
         if not isinstance(self.table, MappingProxyType):

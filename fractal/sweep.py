@@ -39,6 +39,7 @@ from fractal import api
 from fractal.baseline import (DEFAULT_FACTORS, PRECISIONS, estimate, load_factors, load_gpu,
                               program_precision)
 from fractal.baseline.factors import factors_from_dict
+from compiler.tables import frame, html_table
 from fractal.store import Store, evaluation_key, plain, program_inputs
 from isa.errors import InternalError, UserError
 from isa.program import Program
@@ -451,6 +452,13 @@ class Rows(list):
     def __init__(self, rows, ran: int, store: str):
         super().__init__(rows)
         self.ran, self.store = ran, store
+
+    def to_frame(self):
+        """The rows as a pandas DataFrame, one column per CSV column."""
+        return frame(list(self))
+
+    def _repr_html_(self) -> str:
+        return html_table(list(self), f"{len(self)} sweep rows ({self.ran} run now)")
 
 
 def _row(point: Point, result: dict, specs: dict, baselines: dict) -> dict:

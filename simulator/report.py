@@ -1,11 +1,13 @@
 """The report of a simulated run, its text and JSON forms, and the invariants checked on it."""
 from __future__ import annotations
 
+import html
 import math
 from dataclasses import dataclass, field
 
 import numpy as np
 
+from compiler.tables import frame, html_table
 from isa.errors import InternalError
 
 __all__ = ["InstructionReport", "Report", "check_report"]
@@ -99,6 +101,31 @@ class Report:
                                   "mean": float(np.mean(v, dtype=np.float64)) if v.size else 0.0}
                               for k, v in self.outputs.items()}
         return out
+
+    def rows(self) -> list[dict]:
+        """One row per program instruction (the table of `to_frame()`)."""
+        return [{"line": i.line, "instruction": i.text, "cycles": i.cycles, "ops": i.ops,
+                 "utilization": i.utilization, "bottleneck": i.bottleneck, "bound": i.bound,
+                 "fraction_of_bound": i.fraction_of_bound, "energy_joules": i.energy_joules,
+                 "estimated_cycles": i.estimated_cycles} for i in self.instructions]
+
+    def to_frame(self):
+        """The run's instructions as a pandas DataFrame (`rows()`)."""
+        return frame(self.rows())
+
+    def _repr_html_(self) -> str:
+        summary = [{"cycles": self.cycles, "seconds": self.seconds,
+                    "utilization": self.utilization, "fraction_of_bound": self.fraction_of_bound,
+                    "energy_joules": self.energy_joules, "ops_per_joule": self.ops_per_joule,
+                    "leaves": self.leaves}]
+        levels = [{"level": lv["level"], "name": lv["name"], "nodes": lv["nodes"],
+                   "bytes_in": lv["bytes_in"], "bytes_out": lv["bytes_out"],
+                   **{f"busy_{k}": v for k, v in lv.get("busy", {}).items()}}
+                  for lv in self.levels]
+        return (f"<p><b>{html.escape(self.program)}</b> on {html.escape(self.machine)} "
+                f"({self.mode}{', functional' if self.functional else ', timing only'})</p>"
+                + html_table(summary) + html_table(levels, "levels")
+                + html_table(self.rows(), "instructions"))
 
     def text(self) -> str:
         lines = [
