@@ -40,7 +40,8 @@ from fractal.baseline import (DEFAULT_FACTORS, PRECISIONS, estimate, load_factor
                               program_precision)
 from fractal.baseline.factors import factors_from_dict
 from compiler.tables import frame, html_table
-from fractal.store import Store, evaluation_key, plain, program_inputs
+from fractal.store import Store, evaluation_key, plain, program_inputs, tool_version
+from fractal.version import SCHEMA_VERSION
 from isa.errors import InternalError, UserError
 from isa.program import Program
 from machine import PRESETS, Machine
@@ -60,8 +61,9 @@ BASE_COLUMNS = [
 ]
 INT_COLUMNS = {"depth", "leaves", "cycles", "ops", "traffic_bytes_below_root",
                "traffic_bytes_leaves", "traffic_bytes_total", "reduction_ops",
-               "root_instructions", "leaf_instructions"}
-TEXT_COLUMNS = {"program", "machine", "fanout", "bottleneck", "error"}
+               "root_instructions", "leaf_instructions", "schema_version"}
+TEXT_COLUMNS = {"program", "machine", "fanout", "bottleneck", "error", "tool_version",
+                "evaluation"}
 
 
 def gpu_columns(gpu: str) -> list[str]:
@@ -69,9 +71,15 @@ def gpu_columns(gpu: str) -> list[str]:
             + [f"speedup_vs_{gpu}", f"efficiency_vs_{gpu}"])
 
 
+#: what makes a row traceable: the tool's version, the layout of the CSV, and the row's key in
+#: the results store, under which `fractal store export` lists every input (the machine's every
+#: parameter, the program's digest)
+PROVENANCE = ["tool_version", "schema_version", "evaluation"]
+
+
 def columns(gpus=()) -> list[str]:
     """The CSV header of a sweep with these GPU baselines."""
-    return BASE_COLUMNS + [c for g in gpus for c in gpu_columns(g)] + ["error"]
+    return BASE_COLUMNS + [c for g in gpus for c in gpu_columns(g)] + ["error"] + PROVENANCE
 
 
 #: the store's kinds of evaluation: a timing-only run, a GPU roofline estimate
@@ -227,7 +235,7 @@ def _is_header(line: str) -> bool:
     """Whether a CSV line is the header of some sweep (any GPU list)."""
     names = next(csv.reader([line]), [])
     tags = [n[len("speedup_vs_"):] for n in names if n.startswith("speedup_vs_")]
-    return names == columns(tags)
+    return names in (columns(tags), columns(tags)[:-len(PROVENANCE)])   # or an earlier version's
 
 
 def _check_out(path: str, header: list[str]):
@@ -466,4 +474,6 @@ def _row(point: Point, result: dict, specs: dict, baselines: dict) -> dict:
     row = {name: None for name in columns(list(specs))}
     row.update(zip(KEY, point.key))
     row.update(result)
+    row.update(tool_version=tool_version(), schema_version=SCHEMA_VERSION,
+               evaluation=point.evaluation)
     return _with_gpus(row, list(specs), baselines)
