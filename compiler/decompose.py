@@ -206,7 +206,7 @@ class Decomposer:
         if self.objective == "cycles":
             return 0
         m = self.machine
-        joules = _joules(self._node(schedule, level), m, self.table, self.plan) + \
+        joules = _joules(self._node(schedule, level), m, self.plan) + \
             subtree_watts(m, level) * cycles / m.frequency_hz
         return joules if self.objective == "energy" else joules * cycles
 
@@ -256,8 +256,7 @@ class Decomposer:
                f"{cost[1]:,.0f} bytes + reduction ops")
         node = self._node(schedule, level, splits=splits, busy=schedule.busy(),
                           est_cycles=cost[0], why=why)
-        return dataclasses.replace(node, est_joules=_joules(node, self.machine, self.table,
-                                                            self.plan))
+        return dataclasses.replace(node, est_joules=_joules(node, self.machine, self.plan))
 
 
 def _own_joules(node: NodePlan, machine: Machine) -> NodePlan:
@@ -265,13 +264,11 @@ def _own_joules(node: NodePlan, machine: Machine) -> NodePlan:
     return dataclasses.replace(node, est_joules=sum(j for _, _, j in node_joules(node, machine)))
 
 
-def _joules(node: NodePlan, machine: Machine, table: dict, plan) -> float:
+def _joules(node: NodePlan, machine: Machine, plan) -> float:
     """Dynamic energy of one run of the node and its subtree, its children planned by `plan`."""
     own = sum(j for _, _, j in node_joules(node, machine))
     for t, n in node.children:
-        key = (t, node.level + 1)
-        child = table.get(key) or plan(t, node.level + 1)
-        own += n * child.est_joules
+        own += n * plan(t, node.level + 1).est_joules      # memoized: planned once
     return own
 
 

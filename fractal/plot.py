@@ -173,3 +173,15 @@ def _draw_peak(ax, rows, path: Path):
         leaves = sorted(points)
         ax.plot(leaves, [points[n] for n in leaves], color="grey", linestyle="--", linewidth=1,
                 label=f"peak ({machine})")
+
+
+def plain_log(ax, which: str = "x") -> None:
+    """Log-scale one axis of a matplotlib Axes, its ticks labelled as plain numbers (0.5, 2, 10)
+    rather than powers of ten: the ratios of the reproduction and sensitivity figures."""
+    from matplotlib.ticker import FuncFormatter  # lazy, as above
+    getattr(ax, f"set_{which}scale")("log")
+    axis = getattr(ax, f"{which}axis")
+    plain = FuncFormatter(lambda v, _: f"{v:g}")
+    axis.set_major_formatter(plain)
+    axis.set_minor_formatter(plain)
+    ax.tick_params(axis=which, which="minor", labelsize=7)

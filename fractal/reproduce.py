@@ -24,7 +24,7 @@ from pathlib import Path
 
 from fractal import api, sensitivity as sn
 from fractal.baseline import load_gpu, with_launch
-from fractal.plot import plot as plot_sweep
+from fractal.plot import plain_log, plot as plot_sweep
 from fractal.sensitivity import geomean
 from fractal.sweep import sweep
 from fractal.workloads import WORKLOADS, generate
@@ -319,7 +319,6 @@ def plot(rows: list[Row], comparisons, path: Path) -> None:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
     fig, axes = plt.subplots(len(comparisons), 2, figsize=(12, 4.2 * len(comparisons)),
                              squeeze=False)
     for (ax_s, ax_e), c in zip(axes, comparisons):
@@ -332,11 +331,7 @@ def plot(rows: list[Row], comparisons, path: Path) -> None:
             ax.axhline(1.0, color="black", lw=0.8, label=f"{c.gpu} = 1")
             ax.axhline(s[key], color="#4878a8", ls="--", label=f"geometric mean {s[key]:.2f}x")
             ax.axhline(paper, color="#c0504d", ls=":", lw=2, label=f"paper {paper:.2f}x")
-            ax.set_yscale("log")
-            plain = FuncFormatter(lambda v, _: f"{v:g}")
-            ax.yaxis.set_major_formatter(plain)
-            ax.yaxis.set_minor_formatter(plain)
-            ax.tick_params(axis="y", which="minor", labelsize=7)
+            plain_log(ax, "y")
             ax.set_ylabel(f"{what} relative to {c.gpu} (x)")
             ax.set_title(f"{c.title}: {what}")
             ax.tick_params(axis="x", labelrotation=45)

@@ -28,6 +28,7 @@ from compiler.plan import PlanKind
 from fractal.baseline import estimate
 from fractal.baseline.factors import Factors, factors_from_dict
 from fractal.baseline.gpu import GRAPH_LAUNCH_OVERHEAD_S, Gpu
+from fractal.plot import plain_log
 from isa.errors import UserError
 
 __all__ = ["Constant", "Evaluation", "ProgramRun", "Sensitivity", "constants", "evaluate",
@@ -425,7 +426,6 @@ def tornado(s: Sensitivity, path, paper: tuple[float, float] | None = None, top:
     import matplotlib                            # lazy: ~0.3 s
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
-    from matplotlib.ticker import FuncFormatter
     fig, axes = plt.subplots(1, 2, figsize=(13, 0.38 * min(top, max(len(s.rows), 3)) + 1.8),
                              squeeze=False)
     for ax, ratio, what, i in ((axes[0][0], "speedup", "speed-up", 0),
@@ -442,11 +442,7 @@ def tornado(s: Sensitivity, path, paper: tuple[float, float] | None = None, top:
         ax.axvline(base, color="black", lw=1, label=f"{s.machine} vs {s.gpu}: {base:.2f}x")
         if paper:
             ax.axvline(paper[i], color="#2e7d32", ls=":", lw=2, label=f"paper {paper[i]:.2f}x")
-        ax.set_xscale("log")
-        plain = FuncFormatter(lambda v, _: f"{v:g}")
-        ax.xaxis.set_major_formatter(plain)
-        ax.xaxis.set_minor_formatter(plain)
-        ax.tick_params(axis="x", which="minor", labelsize=7)
+        plain_log(ax, "x")
         ax.set_xlabel(f"geometric-mean {what} (x)")
         ax.set_title(f"{s.machine} vs {s.gpu}: {what}")
         ax.barh([0], [0], color="#4878a8", label="constant at the low end of its range")
