@@ -31,7 +31,9 @@ from machine import Machine
 
 __all__ = ["Bound", "instruction_bound", "plan_bounds", "program_bound", "pebbling_words"]
 
-_FILL_DIMS = {"matmul": ((1, 1), (0, 1)), "eucdist": ((1, 1), (0, 1)), "conv2d": ((1, 1), (0, 1))}
+#: (operand, dim) of the array's rows and columns, as compiler/leaf.py (-1: the last dimension,
+#: K of a batched matmul's A[..., M, K] and N of its C[..., M, N])
+_FILL_DIMS = {"matmul": ((1, -1), (0, -1)), "eucdist": ((1, 1), (0, 1)), "conv2d": ((1, 1), (0, 1))}
 
 
 @dataclass(frozen=True)
@@ -111,9 +113,8 @@ def _multiply_adds(task: Task) -> tuple[int, int]:
     channel; (0, 1) for other instructions."""
     if task.ext:
         return 0, 1
-    if task.opcode == "matmul":
-        (m, n), (_, k) = task.outputs[0].shape, task.inputs[0].shape
-        return m * n * k, 1
+    if task.opcode == "matmul":             # every batch element is a product of its own
+        return task.outputs[0].size * task.inputs[0].shape[-1], 1
     if task.opcode == "conv2d":
         x, w = task.inputs
         y = task.outputs[0]

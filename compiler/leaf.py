@@ -34,7 +34,7 @@ __all__ = ["leaf_cycles", "fill_fraction"]
 #: per MAC opcode, which dimensions lie on the array: (operand, dim) of the rows (the
 #: reduction) and of the columns (the outputs), operands counted destinations first
 _ARRAY_DIMS = {
-    "matmul": ((1, 1), (0, 1)),         # K of A[M,K]; N of C[M,N]
+    "matmul": ((1, -1), (0, -1)),       # K of A[..., M, K]; N of C[..., M, N]
     "eucdist": ((1, 1), (0, 1)),        # K of X[M,K]; N of D[M,N]
     "conv2d": ((1, 1), (0, 1)),         # C of X[N,C,H,W]; O of Y[N,O,Ho,Wo]
 }

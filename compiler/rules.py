@@ -226,14 +226,32 @@ def _broadcast_dims(t: TensorType, out: TensorType) -> tuple[Dim, ...]:
                  else Dim(DimKind.PLAIN, off + i, s) for i, s in enumerate(t.shape))
 
 
-def _matrix(op):
-    def build(ts, a, nb):
-        (m, k) = ts[1].shape
-        n = ts[0].shape[1]
-        axes = (Axis("M", m), Axis("N", n), Axis("K", k, Reduction.ADD))
-        second = _plain([2, 1], (k, n)) if op == "matmul" else _plain([1, 2], (n, k))
-        return AccessMap(axes, (_plain([0, 1], (m, n)), _plain([0, 2], (m, k)), second), nb)
-    return build
+def _matmul(ts, a, nb):
+    """C[..., M, N] = A[..., M, K] B[..., K, N]: one axis per batch dimension of C (a source's
+    batch dimension of size 1, or one it lacks, broadcasts), then M, N and K (g = add)."""
+    c, x, w = ts
+    batch = c.shape[:-2]
+    nbatch = len(batch)
+    m, n, k = c.shape[-2], c.shape[-1], x.shape[-1]
+    axes = tuple(Axis(f"B{i}", s) for i, s in enumerate(batch)) + (
+        Axis("M", m), Axis("N", n), Axis("K", k, Reduction.ADD))
+    im, i_n, ik = nbatch, nbatch + 1, nbatch + 2
+
+    def lead(t):
+        """A source's batch dimensions against C's (aligned right, as numpy broadcasts)."""
+        off = nbatch - (t.rank - 2)
+        return tuple(Dim(DimKind.BCAST, -1, 1) if s == 1 and batch[off + i] != 1
+                     else Dim(DimKind.PLAIN, off + i, s) for i, s in enumerate(t.shape[:-2]))
+    return AccessMap(axes, (_plain(range(nbatch), batch) + _plain([im, i_n], (m, n)),
+                            lead(x) + _plain([im, ik], (m, k)),
+                            lead(w) + _plain([ik, i_n], (k, n))), nb)
+
+
+def _eucdist(ts, a, nb):
+    (m, k) = ts[1].shape
+    n = ts[0].shape[1]
+    axes = (Axis("M", m), Axis("N", n), Axis("K", k, Reduction.ADD))
+    return AccessMap(axes, (_plain([0, 1], (m, n)), _plain([0, 2], (m, k)), _plain([1, 2], (n, k))), nb)
 
 
 def _conv2d(ts, a, nb):
@@ -270,10 +288,19 @@ def _lrn(ts, a, nb):
 
 
 def _binary(ts, a, nb):
+    """Element-wise over the destination's axes; every source broadcasts (add ... where)."""
     z = ts[0]
     axes = tuple(Axis(f"d{i}", s) for i, s in enumerate(z.shape))
-    return AccessMap(axes, (_plain(range(z.rank), z.shape),
-                            _broadcast_dims(ts[1], z), _broadcast_dims(ts[2], z)), nb)
+    return AccessMap(axes, (_plain(range(z.rank), z.shape),)
+                     + tuple(_broadcast_dims(t, z) for t in ts[1:]), nb)
+
+
+def _causal_mask(ts, a, nb):
+    """M[Sq, Tk] from query positions QP[Sq] and key positions KP[Tk]: both axes cut freely,
+    each piece with its own positions."""
+    m, qp, kp = ts
+    axes = (Axis("Sq", m.shape[0]), Axis("Tk", m.shape[1]))
+    return AccessMap(axes, (_plain([0, 1], m.shape), _plain([0], qp.shape), _plain([1], kp.shape)), nb)
 
 
 def _unary(ts, a, nb):
@@ -310,10 +337,14 @@ def _reduction(g: Reduction, last: bool = False, keeps_axis: bool = False, posit
 #: the access map of every core opcode that computes (data movement has none), from its
 #: operand types, its attributes and the byte size of each operand's elements
 ACCESS_MAPS = {
-    "matmul": _matrix("matmul"), "eucdist": _matrix("eucdist"), "conv2d": _conv2d,
+    "matmul": _matmul, "eucdist": _eucdist, "conv2d": _conv2d,
     "maxpool": _pool, "avgpool": _pool, "lrn": _lrn,
-    **dict.fromkeys(("add", "sub", "mul", "div"), _binary),
-    **dict.fromkeys(("relu", "sigmoid", "tanh", "exp"), _unary),
+    **dict.fromkeys(("add", "sub", "mul", "div", "pow", "min", "max", "where"), _binary),
+    **dict.fromkeys(("relu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "erf", "log", "abs",
+                     "neg"), _unary),
+    # a mean's pieces divide by the whole axis length (its count, bound at the root): they add
+    "reduce_mean": _reduction(Reduction.ADD),
+    "causal_mask": _causal_mask,
     "cast": _unary,
     "mergepos": _mergepos,
     "reduce_sum": _reduction(Reduction.ADD), "reduce_max": _reduction(Reduction.MAX),
@@ -327,8 +358,10 @@ ACCESS_MAPS = {
 
 def moved_bytes(task: Task) -> int:
     """Bytes a DMA reads and writes for a data-movement task: each destination element is read
-    once and written once (a gather also reads its indices)."""
+    once and written once (a gather also reads its indices; a fill only writes)."""
     out = sum(t.nbytes for t in task.outputs)
+    if not task.inputs:                 # fill: written, nothing read
+        return out
     return 2 * out + (task.inputs[1].nbytes if task.opcode == "gather" else 0)
 
 
@@ -417,9 +450,11 @@ def task_of(instruction, types: dict, table: dict | None = None) -> Task:
     order); `table` is the program's opcode table when it declares extensions."""
     spec = (table or OPCODES)[instruction.opcode]
     full = spec.full_attrs(instruction.attr)
+    ts = tuple(types[n] for n in instruction.operands)
+    if spec.bind is not None:           # defaults that follow from the whole instruction's operands
+        full = spec.bind(ts[:spec.outputs], ts[spec.outputs:], full)
     attrs = tuple((k, full[k]) for k in spec.attrs if k in full)
-    return Task(instruction.opcode, tuple(types[n] for n in instruction.operands), attrs,
-                spec.ext_key)
+    return Task(instruction.opcode, ts, attrs, spec.ext_key)
 
 
 def split_ranges(size: int, parts: int) -> list[tuple[int, int]]:

@@ -116,6 +116,10 @@ class _Checker:
             if n >= spec.outputs + 1:
                 return True
             want = f"at least {spec.outputs + 1} operands ({spec.outputs} destination, then sources)"
+        elif spec.inputs == 0:
+            if n == spec.outputs:
+                return True
+            want = f"{spec.outputs} operand{'s' if spec.outputs > 1 else ''} (no sources)"
         else:
             if n == spec.outputs + spec.inputs:
                 return True
@@ -160,8 +164,10 @@ def instantiate(decl: ExtDecl, types: tuple, attrs: tuple, earlier: tuple = ()) 
             raise RuleBroken(f"{decl.name}: temporary '{tmp.name}' gets shape {list(shape)} for "
                              f"these operands")
         tensors.append(TensorDecl(tmp.name, TensorType(tmp.dtype, shape), None, tmp.loc))
+    # a body attribute may name an attribute of the extension, or a size symbol (never a cut one)
     body = tuple(Instruction(i.opcode, i.operands,
-                             tuple((k, attr.get(v, v) if isinstance(v, str) else v) for k, v in i.attrs),
+                             tuple((k, attr.get(v, sizes.get(v, v)) if isinstance(v, str) else v)
+                                   for k, v in i.attrs),
                              i.loc, i.operand_locs, i.attr_locs) for i in decl.body)
     program = Program(tuple(tensors), body, decl.loc.file if decl.loc else "<extension>", decl.source)
     errors = check(program, _table(earlier))

@@ -206,6 +206,16 @@ def check_declarations(decls: tuple[ExtDecl, ...]) -> list[UserError]:
                     _err(errors, d, f"size '{sym}' of temporary '{t.name}' is not a size of the "
                                     f"signature", t.loc, did_you_mean(sym, symbols))
         _check_splits(errors, d, symbols, known)
+        cut = {s.axis for s in d.splits} | {s.window[0] for s in d.splits if s.window}
+        attr_names = {k for k, _ in d.attrs}
+        for k in sorted(attr_names & symbols):
+            _err(errors, d, f"attribute '{k}' of extension '{d.name}' has the name of a size "
+                            f"symbol: rename one of them", d.loc)
+        for ins in d.body:
+            for key, v in ins.attrs:
+                if isinstance(v, str) and v in cut and v not in attr_names:
+                    _err(errors, d, f"attribute {key}={v} names size '{v}', which a split rule "
+                                    f"cuts: each piece would see its own size", ins.attr_loc(key))
         for ins in d.body:
             if ins.opcode == d.name:
                 _err(errors, d, f"extension '{d.name}' uses itself: recursive definitions are not "

@@ -79,6 +79,10 @@ class OpSpec:
     work: Callable | None = None       # (op class, ops) of every core instruction a leaf runs
     table: dict | None = None
     expansion: Callable | None = None  # core instructions one use runs on a leaf
+    # attributes whose value follows from the operands when left at their default (reduce_mean's
+    # count): bind(outs, ins, attrs) gives them their value, so that the pieces a compiler cuts
+    # keep the whole instruction's
+    bind: Callable | None = None
 
     def full_attrs(self, given: dict) -> dict:
         """Given attributes with defaults filled in (assumes the instruction was checked)."""
@@ -110,6 +114,8 @@ def _need_dtype(t: TensorType, allowed, role: str):
 _MAC_SOURCES = FLOAT_DTYPES + ("i8",)
 #: element-wise arithmetic: the float types and i32 (i8 has no arithmetic but MACs and cast)
 _ARITH = ("f32", "i32", "f16", "bf16")
+#: compare and move opcodes take every type
+DTYPES_ALL = tuple(DTYPES)
 
 
 def _mac_dtypes(name: str, srcs, dst: TensorType, roles):
@@ -194,29 +200,45 @@ def _nonnegative(attrs, *names):
 
 # ---------------------------------------------------------------- rules per opcode
 
-def _matrix_pair(name, b_layout, result):
-    """matmul (B is [K,N]) and eucdist (C is [N,K]): two matrices sharing the K axis."""
-    k_axis, n_axis = (0, 1) if b_layout == "KN" else (1, 0)
-    roles = ("A", "B", "C") if name == "matmul" else ("X", "C", "D")
+def _eucdist(outs, ins, a):
+    """eucdist: X[M,K] against C[N,K], the two matrices sharing the K axis."""
+    out, (x, w) = outs[0], ins
+    _mac_dtypes("eucdist", (x, w), out, ("X", "C"))
+    for t, role in zip((x, w, out), ("X", "C", "D")):
+        _need_rank(t, 2, f"eucdist {role}")
+    if x.shape[1] != w.shape[1]:
+        raise RuleBroken(f"eucdist needs X[M,K] and C[N,K] with equal K, found X {_fmt(x)} and "
+                         f"C {_fmt(w)}", operand=2)
+    _expect_shape(out, (x.shape[0], w.shape[0]), f"distances of X {_fmt(x)} to C {_fmt(w)}")
 
-    def rule(outs, ins, a):
-        out, (x, w) = outs[0], ins
-        _mac_dtypes(name, (x, w), out, roles[:2])
-        for t, role in zip((x, w, out), roles):
-            _need_rank(t, 2, f"{name} {role}")
-        if x.shape[1] != w.shape[k_axis]:
-            b = "[K,N]" if b_layout == "KN" else "[N,K]"
-            raise RuleBroken(f"{name} needs {roles[0]}[M,K] and {roles[1]}{b} with equal K, found "
-                             f"{roles[0]} {_fmt(x)} and {roles[1]} {_fmt(w)}",
-                             operand=1 if name == "matmul" else 2)
-        _expect_shape(out, (x.shape[0], w.shape[n_axis]),
-                      result.format(x=_fmt(x), w=_fmt(w)))
-    return rule
+
+def matmul_batch(a: TensorType, b: TensorType) -> tuple | None:
+    """The batch shape of a matmul of A[..., M, K] and B[..., K, N]: their leading axes
+    broadcast like numpy's (None when they do not)."""
+    return broadcast_shape(a.shape[:-2], b.shape[:-2])
+
+
+def _matmul(outs, ins, a):
+    c, (x, w) = outs[0], ins
+    _mac_dtypes("matmul", (x, w), c, ("A", "B"))
+    for t, role in ((x, "A"), (w, "B"), (c, "C")):
+        if t.rank < 2:
+            raise RuleBroken(f"matmul {role} must have rank at least 2 ([..., rows, columns]), "
+                             f"found {_fmt(t)}")
+    if x.shape[-1] != w.shape[-2]:
+        lead = "" if x.rank == w.rank == 2 else "..., "
+        raise RuleBroken(f"matmul needs A[{lead}M,K] and B[{lead}K,N] with equal K, found "
+                         f"A {_fmt(x)} and B {_fmt(w)}", operand=1)
+    batch = matmul_batch(x, w)
+    if batch is None:
+        raise RuleBroken(f"matmul batch axes do not broadcast: A {_fmt(x)} and B {_fmt(w)} "
+                         f"(leading dimensions must be equal or 1)", operand=2)
+    _expect_shape(c, batch + (x.shape[-2], w.shape[-1]), f"A {_fmt(x)} times B {_fmt(w)}")
 
 
 def _matmul_ops(outs, ins, a):
-    (m, k), n = ins[0].shape, ins[1].shape[1]
-    return 2 * m * n * k
+    c, k = outs[0], ins[0].shape[-1]
+    return 2 * c.size * k
 
 
 def _conv2d(outs, ins, a):
@@ -461,6 +483,60 @@ def _zero(outs, ins, a):
     return 0
 
 
+def _where(outs, ins, a):
+    """Y = A where C is nonzero, else B; C of any type, A, B and Y of one type, all broadcast."""
+    y, (c, x, z) = outs[0], ins
+    _same_dtype([y, x, z], "where's values and destination")
+    shape = broadcast_shape(c.shape, x.shape)
+    shape = None if shape is None else broadcast_shape(shape, z.shape)
+    if shape is None:
+        raise RuleBroken(f"where operands do not broadcast: mask {_fmt(c)}, values {_fmt(x)} and "
+                         f"{_fmt(z)} (trailing dimensions must be equal or 1)", operand=1)
+    _expect_shape(y, shape, f"broadcasting mask {_fmt(c)} with {_fmt(x)} and {_fmt(z)}")
+
+
+def _reduce_mean(outs, ins, a):
+    _reduce("reduce_mean", dtypes=FLOAT_DTYPES)(outs, ins, a)
+    _nonnegative(a, "count")
+
+
+def _reduce_mean_bind(outs, ins, a):
+    """count=0 stands for the length of the reduced axis."""
+    if a["count"] == 0:
+        x = ins[0]
+        a = dict(a, count=x.shape[normalize_axis(a["axis"], x.rank)])
+    return a
+
+
+def _causal_mask(outs, ins, a):
+    m, (qp, kp) = outs[0], ins
+    _need_dtype(m, FLOAT_DTYPES, "causal_mask destination")
+    for t, role, i in ((qp, "query positions QP", 1), (kp, "key positions KP", 2)):
+        if t.dtype != "i32" or t.rank != 1:
+            raise RuleBroken(f"causal_mask {role} must be i32 of rank 1, found {_fmt(t)}",
+                             operand=i)
+    _nonnegative(a, "window")
+    _expect_shape(m, (qp.shape[0], kp.shape[0]),
+                  f"causal_mask of query positions {_fmt(qp)} and key positions {_fmt(kp)}")
+
+
+def _fill(outs, ins, a):
+    y = outs[0]
+    if y.rank:
+        normalize_axis(a["axis"], y.rank)
+    if y.dtype not in FLOAT_DTYPES:
+        for n in ("value", "step"):
+            v = a[n]
+            if not float(v).is_integer():
+                raise RuleBroken(f"fill of {_fmt(y)}: {n}={v} is not an integer", attr=n)
+        info = {"i32": (-2**31, 2**31 - 1), "i8": (-128, 127)}[y.dtype]
+        last = a["value"] + a["step"] * (y.shape[normalize_axis(a["axis"], y.rank)] - 1 if y.rank else 0)
+        for n, v in (("value", a["value"]), ("step", last)):
+            if not info[0] <= v <= info[1]:
+                raise RuleBroken(f"fill of {_fmt(y)} reaches {int(v)}, outside the range of "
+                                 f"{y.dtype} ({info[0]} .. {info[1]})", attr=n)
+
+
 # ---------------------------------------------------------------- the table
 
 _I, _N, _T = AttrSpec("int"), AttrSpec("number"), AttrSpec("ints")
@@ -469,7 +545,8 @@ _window = {"kernel": _I, "stride": AttrSpec("int", 1), "pad": _PAD}
 _axis = {"axis": _I}
 
 OPCODES: dict[str, OpSpec] = {s.name: s for s in [
-    OpSpec("matmul", 1, 2, _matrix_pair("matmul", "KN", "A {x} times B {w}"), _matmul_ops, OpClass.MAC, {}, "C[M,N] = A[M,K] B[K,N]"),
+    OpSpec("matmul", 1, 2, _matmul, _matmul_ops, OpClass.MAC, {},
+           "C[..., M, N] = A[..., M, K] B[..., K, N], leading batch axes broadcast"),
     OpSpec("conv2d", 1, 2, _conv2d, _conv2d_ops, OpClass.MAC,
            {"stride": AttrSpec("int", 1), "pad": _PAD},
            "Y[N,O,Ho,Wo] = X[N,C,H,W] * W[O,C,kh,kw], zero padding"),
@@ -498,7 +575,7 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in [
            "Y (i32) = index of the first maximum over axis"),
     OpSpec("argmin", 1, 1, _reduce("argmin", "i32"), _in_size, OpClass.COMPARE, _axis,
            "Y (i32) = index of the first minimum over axis"),
-    OpSpec("eucdist", 1, 2, _matrix_pair("eucdist", "NK", "distances of X {x} to C {w}"),
+    OpSpec("eucdist", 1, 2, _eucdist,
            _eucdist_ops, OpClass.MAC, {},
            "D[m,n] = sum_k (X[m,k] - C[n,k])^2"),
     OpSpec("sort", 1, 1, _sort, _sort_ops, OpClass.COMPARE, {}, "Y = X sorted ascending along the last axis"),
@@ -520,6 +597,32 @@ OPCODES: dict[str, OpSpec] = {s.name: s for s in [
     OpSpec("slice", 1, 1, _slice, _zero, OpClass.MOVE, {"axis": _I, "start": AttrSpec("int", 0)},
            "Y = X[start : start + len(Y)] along axis"),
     OpSpec("concat", 1, None, _concat, _zero, OpClass.MOVE, _axis, "Y = X1, X2, ... joined along axis"),
+    # element-wise math of normalization layers and activations (LayerNorm, RMSNorm, GELU)
+    OpSpec("sqrt", 1, 1, _unary("sqrt", FLOAT_DTYPES), _out_size, OpClass.ELEMENTWISE, {}, "Y = sqrt(X)"),
+    OpSpec("rsqrt", 1, 1, _unary("rsqrt", FLOAT_DTYPES), _out_size, OpClass.ELEMENTWISE, {},
+           "Y = 1 / sqrt(X)"),
+    OpSpec("erf", 1, 1, _unary("erf", FLOAT_DTYPES), _out_size, OpClass.ELEMENTWISE, {},
+           "Y = erf(X), the Gauss error function"),
+    OpSpec("log", 1, 1, _unary("log", FLOAT_DTYPES), _out_size, OpClass.ELEMENTWISE, {},
+           "Y = ln(X), the natural logarithm"),
+    OpSpec("abs", 1, 1, _unary("abs", _ARITH), _out_size, OpClass.ELEMENTWISE, {}, "Y = |X|"),
+    OpSpec("neg", 1, 1, _unary("neg", _ARITH), _out_size, OpClass.ELEMENTWISE, {}, "Y = -X"),
+    OpSpec("pow", 1, 2, _binary("pow", FLOAT_DTYPES), _out_size, OpClass.ELEMENTWISE, {}, "Z = X ** Y"),
+    OpSpec("min", 1, 2, _binary("min", DTYPES_ALL), _out_size, OpClass.COMPARE, {},
+           "Z = the smaller of X and Y (NaN if either is)"),
+    OpSpec("max", 1, 2, _binary("max", DTYPES_ALL), _out_size, OpClass.COMPARE, {},
+           "Z = the larger of X and Y (NaN if either is)"),
+    OpSpec("where", 1, 3, _where, _out_size, OpClass.COMPARE, {},
+           "Y = A where the mask C is nonzero, else B (all broadcast)"),
+    OpSpec("reduce_mean", 1, 1, _reduce_mean, _in_size,
+           OpClass.ELEMENTWISE, {"axis": _I, "count": AttrSpec("int", 0)},
+           "Y = sum of X over axis / count (count 0: the axis length)", bind=_reduce_mean_bind),
+    OpSpec("causal_mask", 1, 2, _causal_mask, _out_size, OpClass.COMPARE, {"window": AttrSpec("int", 0)},
+           "M[i,j] = 0 where KP[j] <= QP[i] (and QP[i] - KP[j] < window if window > 0), else "
+           "the lowest finite value of M's type: an additive attention mask"),
+    OpSpec("fill", 1, 0, _fill, _zero, OpClass.MOVE,
+           {"value": AttrSpec("number", 0), "step": AttrSpec("number", 0), "axis": AttrSpec("int", -1)},
+           "Y = value + step * i, i the position along axis (step 0: a constant)"),
 ]}
 
 

@@ -34,7 +34,7 @@ from isa.limits import check_data_run
 from isa.opcodes import OPCODES, OpSpec, conv_out, pads
 from isa.program import FLOAT_DTYPES, Instruction, Program, TensorType
 
-__all__ = ["SEMANTICS", "NP_DTYPES", "dtype_name", "cast_array", "execute_instruction", "run_reference", "generate_feeds",
+__all__ = ["SEMANTICS", "NP_DTYPES", "lowest", "dtype_name", "cast_array", "execute_instruction", "run_reference", "generate_feeds",
            "load_feeds", "read_npz_feeds", "conform_feed", "save_outputs", "gather_index_error"]
 
 NP_DTYPES = {"f32": np.dtype(np.float32), "i32": np.dtype(np.int32),
@@ -215,6 +215,64 @@ def _count(ins, a, t):
     return _out(np.count_nonzero(x == count_value(a["value"], ins[0].dtype), axis=-1), t)
 
 
+def _binary_f64(fn):
+    """A float binary whose result is computed in float64 and rounded once (pow)."""
+    def semantics(ins, a, t):
+        with np.errstate(all="ignore"):
+            return _out(fn(_f64(ins[0]), _f64(ins[1])), t)
+    return semantics
+
+
+def _exact(fn):
+    """An element-wise function that only picks or negates values (abs, neg, min, max): computed
+    in a type that holds every source value (i32 wraps: -(-2^31) is -2^31)."""
+    def semantics(ins, a, t):
+        with np.errstate(all="ignore"):
+            return _out(fn(*[_wide(x) for x in ins]), t)
+    return semantics
+
+
+def _erf(x):
+    from scipy.special import erf
+    return erf(x)
+
+
+def _where(ins, a, t):
+    c, x, y = ins
+    return _out(np.where(np.asarray(c) != 0, _wide(x), _wide(y)), t)
+
+
+def _reduce_mean(ins, a, t):
+    x = ins[0]
+    count = a["count"] or x.shape[a["axis"]]
+    return _out(_f64(x).sum(axis=a["axis"]) / count, t)
+
+
+def lowest(dtype: str) -> float:
+    """The lowest finite value of a float type: what `causal_mask` adds at a masked position."""
+    return float(np.finfo(NP_DTYPES[dtype]).min)
+
+
+def _causal_mask(ins, a, t):
+    """0 where key position <= query position (and, with a window w > 0, closer than w), else the
+    type's lowest finite value."""
+    qp, kp = (np.asarray(x).astype(np.int64) for x in ins)
+    dist = qp[:, None] - kp[None, :]
+    keep = dist >= 0
+    if a["window"] > 0:
+        keep &= dist < a["window"]
+    return _out(np.where(keep, 0.0, lowest(t.dtype)), t)
+
+
+def _fill(ins, a, t):
+    """value + step * (position along axis), computed in float64 and rounded once."""
+    if not t.shape:
+        return _out(np.float64(a["value"]), t)
+    ax = a["axis"] % len(t.shape)
+    pos = np.arange(t.shape[ax], dtype=np.float64).reshape([-1 if i == ax else 1 for i in range(len(t.shape))])
+    return _out(np.broadcast_to(a["value"] + a["step"] * pos, t.shape), t)
+
+
 # ---------------------------------------------------------------- data movement
 
 def gather_index_error(index: int, n: int) -> UserError:
@@ -272,6 +330,19 @@ SEMANTICS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "reshape": lambda ins, a, t: _out(ins[0].reshape(t.shape), t),
     "slice": _slice,
     "concat": lambda ins, a, t: _out(np.concatenate(ins, axis=a["axis"]), t),
+    "sqrt": _unary_f32(np.sqrt),
+    "rsqrt": _unary_f32(lambda x: 1.0 / np.sqrt(x)),
+    "erf": _unary_f32(_erf),
+    "log": _unary_f32(np.log),
+    "abs": _exact(np.abs),
+    "neg": _exact(np.negative),
+    "pow": _binary_f64(np.power),
+    "min": _exact(np.minimum),
+    "max": _exact(np.maximum),
+    "where": _where,
+    "reduce_mean": _reduce_mean,
+    "causal_mask": _causal_mask,
+    "fill": _fill,
 }
 assert SEMANTICS.keys() == OPCODES.keys(), "every opcode needs a reference semantics"
 

@@ -416,6 +416,108 @@ def _gather_k(x, idx, out):
     return -1
 
 
+# ---------------------------------------------------------------- transformer math
+
+@jit
+def _matmul_batch_k(a, b, out):
+    # C[i] = A[i] @ B[i] for every batch element i of [batch, M, K] and [batch, K, N], BLAS each
+    for i in range(a.shape[0]):
+        np.dot(a[i], b[i], out[i])
+
+
+@jit
+def _sqrt_k(x, out):
+    # Y = sqrt(X), in float64 (NaN below 0)
+    for i in range(out.size):
+        out[i] = math.sqrt(np.float64(x[i])) if x[i] >= 0 else np.nan
+
+
+@jit
+def _rsqrt_k(x, out):
+    # Y = 1 / sqrt(X), in float64 (+inf at 0, NaN below 0)
+    for i in range(out.size):
+        v = np.float64(x[i])
+        out[i] = 1.0 / math.sqrt(v) if v >= 0 else np.nan
+
+
+@jit
+def _erf_k(x, out):
+    # Y = erf(X), in float64
+    for i in range(out.size):
+        out[i] = math.erf(np.float64(x[i]))
+
+
+@jit
+def _log_k(x, out):
+    # Y = ln(X), in float64 (-inf at 0, NaN below 0)
+    for i in range(out.size):
+        v = np.float64(x[i])
+        out[i] = np.log(v) if v >= 0 else np.nan
+
+
+@jit
+def _abs_k(x, out):
+    # Y = |X| (int32: |-2^31| wraps to -2^31)
+    for i in range(out.size):
+        out[i] = abs(x[i])
+
+
+@jit
+def _neg_k(x, out):
+    # Y = -X (int32 wraps)
+    for i in range(out.size):
+        out[i] = -x[i]
+
+
+@jit
+def _pow_k(x, y, out):
+    # Z = X ** Y, in float64
+    for i in range(out.size):
+        out[i] = np.float64(x[i]) ** np.float64(y[i])
+
+
+@jit
+def _min_k(x, y, out):
+    # Z = the smaller of X and Y, X on ties; NaN if either is (np.minimum)
+    for i in range(out.size):
+        a, b = x[i], y[i]
+        out[i] = a if (a <= b or a != a) else b
+
+
+@jit
+def _max_k(x, y, out):
+    # Z = the larger of X and Y, X on ties; NaN if either is (np.maximum)
+    for i in range(out.size):
+        a, b = x[i], y[i]
+        out[i] = a if (a >= b or a != a) else b
+
+
+@jit
+def _where_k(c, x, y, out):
+    # Y = X where the mask C is nonzero (NaN counts as nonzero), else Y
+    for i in range(out.size):
+        out[i] = x[i] if c[i] != 0 else y[i]
+
+
+@jit
+def _reduce_mean_k(x, count, out):
+    # Y[r] = (sum of row r) / count, the sum in float64
+    for r in range(x.shape[0]):
+        acc = 0.0
+        for i in range(x.shape[1]):
+            acc += x[r, i]
+        out[r] = acc / count
+
+
+@jit
+def _causal_mask_k(qp, kp, window, low, out):
+    # M[i, j] = 0 where KP[j] <= QP[i] (and QP[i] - KP[j] < window when window > 0), else low
+    for i in range(qp.size):
+        for j in range(kp.size):
+            d = np.int64(qp[i]) - np.int64(kp[j])
+            out[i, j] = 0.0 if d >= 0 and (window == 0 or d < window) else low
+
+
 # ---------------------------------------------------------------- wrappers
 
 def _c(a, dtype) -> np.ndarray:
@@ -461,7 +563,38 @@ def _finish(y: np.ndarray, t: TensorType) -> np.ndarray:
 
 def _matmul(ins, a, t):
     dt = _mac_dt(np.asarray(ins[0]))
-    return _finish(_matmul_k(_c(ins[0], dt), _c(ins[1], dt)), t)
+    if np.ndim(ins[0]) == 2 and np.ndim(ins[1]) == 2:
+        return _finish(_matmul_k(_c(ins[0], dt), _c(ins[1], dt)), t)
+    return _matmul_batched(ins, dt, t)
+
+
+def _matmul_batched(ins, dt, t):
+    """A matmul with batch axes: the sources broadcast to the destination's batch shape, then one
+    BLAS product per batch element."""
+    x, w = np.asarray(ins[0]), np.asarray(ins[1])
+    batch = t.shape[:-2]
+    x = _c(np.broadcast_to(x, batch + x.shape[-2:]), dt).reshape((-1,) + x.shape[-2:])
+    w = _c(np.broadcast_to(w, batch + w.shape[-2:]), dt).reshape((-1,) + w.shape[-2:])
+    out = np.empty((x.shape[0], x.shape[1], w.shape[2]), dt)
+    _matmul_batch_k(x, w, out)
+    return _finish(out.reshape(t.shape), t)
+
+
+def _matmul_tiles_batched(ins, tiles, out):
+    """The batch of a node whose matmul has batch axes: each leaf call on its own (`_matmul`),
+    its regions read from the tile rows (start, stop per dimension of A, B, then C), its partial
+    added into C unless it is the first of its region."""
+    ra, rb = np.ndim(ins[0]), np.ndim(ins[1])
+    dtype = _dtype_name(out.dtype)
+    for row in tiles.tolist():
+        sl = [slice(row[2 * i], row[2 * i + 1]) for i in range(ra + rb + out.ndim)]
+        sa, sb, sc = tuple(sl[:ra]), tuple(sl[ra:ra + rb]), tuple(sl[ra + rb:])
+        region = out[sc]
+        piece = _matmul([ins[0][sa], ins[1][sb]], {}, TensorType(dtype, region.shape))
+        if row[-1]:
+            out[sc] = piece
+        else:
+            out[sc] += piece
 
 
 def _sgemm_rows(x) -> np.ndarray:
@@ -472,6 +605,8 @@ def _sgemm_rows(x) -> np.ndarray:
 
 
 def _matmul_tiles(ins, a, tiles, out):
+    if np.ndim(ins[0]) != 2 or np.ndim(ins[1]) != 2:
+        return _matmul_tiles_batched(ins, tiles, out)
     if not (out.dtype == np.float32 and ins[0].dtype == np.float32 and ins[1].dtype == np.float32):
         return _matmul_tiles_per_leaf(ins, tiles, out)
     x, w = _sgemm_rows(ins[0]), _sgemm_rows(ins[1])
@@ -634,6 +769,39 @@ def _slice(ins, a, t):
     return np.array(x[tuple(index)], _dt(t), order="C")
 
 
+def _where(ins, a, t):
+    dt = _calc_dt(t)
+    shape = t.shape
+    c = np.asarray(ins[0])
+    c = _c(np.broadcast_to(c, shape), _src_dt(c)).reshape(-1)   # exact: only tested against 0
+    x, y = (_c(np.broadcast_to(np.asarray(v).astype(dt), shape), dt).reshape(-1) for v in ins[1:])
+    out = np.empty(x.size, dt)
+    _where_k(c, x, y, out)
+    return _finish(out, t).reshape(t.shape)
+
+
+def _mean_count(x, a):
+    return (float(a["count"] or x.shape[1]),)
+
+
+def _causal_mask(ins, a, t):
+    qp, kp = (_c(np.asarray(v), np.int32) for v in ins)
+    out = np.empty(t.shape, _calc_dt(t))
+    _causal_mask_k(qp, kp, int(a["window"]), float(np.finfo(_dt(t)).min), out)
+    return _finish(out, t)
+
+
+def _fill(ins, a, t):
+    # data movement: value + step * position along axis, in float64, rounded once
+    if not t.shape:
+        return np.array(a["value"], np.float64).astype(_dt(t))
+    ax = a["axis"] % len(t.shape)
+    pos = np.arange(t.shape[ax], dtype=np.float64) * a["step"] + a["value"]
+    view = [1] * len(t.shape)
+    view[ax] = t.shape[ax]
+    return np.ascontiguousarray(np.broadcast_to(pos.reshape(view), t.shape).astype(_dt(t)))
+
+
 LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "matmul": _matmul,
     "conv2d": _conv2d,
@@ -664,6 +832,19 @@ LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "reshape": lambda ins, a, t: np.array(ins[0], _dt(t), order="C").reshape(t.shape),
     "slice": _slice,
     "concat": lambda ins, a, t: np.ascontiguousarray(np.concatenate(ins, axis=a["axis"]), _dt(t)),
+    "sqrt": _unary(_sqrt_k),
+    "rsqrt": _unary(_rsqrt_k),
+    "erf": _unary(_erf_k),
+    "log": _unary(_log_k),
+    "abs": _unary(_abs_k),
+    "neg": _unary(_neg_k),
+    "pow": _binary(_pow_k),
+    "min": _binary(_min_k),
+    "max": _binary(_max_k),
+    "where": _where,
+    "reduce_mean": _over_rows(_reduce_mean_k, extra=_mean_count),
+    "causal_mask": _causal_mask,
+    "fill": _fill,
 }
 assert LEAF_KERNELS.keys() == OPCODES.keys(), "every opcode needs a leaf kernel"
 
@@ -705,6 +886,19 @@ def warm_up() -> None:
     for src in (f2, i2, h2, q2):
         for dt in ("f32", "i32", "f16", "i8"):
             cases.append(("cast", [src], {}, dt, (2, 2)))
+    f3, q1 = np.ones((2, 2, 2), np.float32), np.arange(2, dtype=np.int32)
+    cases += [("matmul", [f3, f2], {}, "f32", (2, 2, 2)), ("matmul", [f3.astype(np.int8), q2], {}, "i32", (2, 2, 2)),
+              ("reduce_mean", [f2], {"axis": 0, "count": 0}, "f32", (2,)),
+              ("reduce_mean", [h2], {"axis": 0, "count": 0}, "f16", (2,)),
+              ("causal_mask", [q1, q1], {"window": 0}, "f32", (2, 2)),
+              ("causal_mask", [q1, q1], {"window": 0}, "f16", (2, 2))]
+    for op in ("sqrt", "rsqrt", "erf", "log", "abs", "neg", "pow", "min", "max"):
+        binary = op in ("pow", "min", "max")
+        for x, dt in ((f2, "f32"), (h2, "f16")) + (((i2, "i32"),) if op in ("abs", "neg", "min", "max") else ()):
+            cases.append((op, [x, x] if binary else [x], {}, dt, (2, 2)))
+    for c in (f2, i2):
+        cases += [("where", [c, f2, f2], {}, "f32", (2, 2)), ("where", [c, i2, i2], {}, "i32", (2, 2)),
+                  ("where", [c, h2, h2], {}, "f16", (2, 2))]
     for op, ins, attrs, dt, shape in cases:
         LEAF_KERNELS[op](ins, attrs, TensorType(dt, tuple(shape)))
     LEAF_BATCH_KERNELS["matmul"]([f2, f2], {}, np.array([[0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 1]]),

@@ -66,7 +66,19 @@ def random_program(rng: np.random.Generator, opcode: str):
     """A checked program whose main instruction is `opcode`."""
     r = lambda lo, hi: int(rng.integers(lo, hi + 1))
     lines, body = [], ""
-    if opcode in ("matmul", "eucdist"):
+    if opcode == "matmul" and r(0, 1):     # batch axes, each source's broadcast or not
+        m, k, n = r(1, 12), r(1, 20), r(1, 12)
+        batch = _dims(rng, r(1, 2), 1, 5)
+        ab = [d if r(0, 2) else 1 for d in batch][r(0, len(batch)):]
+        bb = [d if r(0, 2) else 1 for d in batch][r(0, len(batch)):]
+        if len(ab) < len(batch) and len(bb) < len(batch):
+            ab = [d if r(0, 1) else 1 for d in batch]
+        out_batch = list(np.broadcast_shapes(tuple(ab), tuple(bb)))
+        dt = _dtype(rng, ("f32", "f16", "bf16", "i8"))
+        lines = [_decl("a", dt, ab + [m, k], "input"), _decl("b", dt, bb + [k, n], "param"),
+                 _decl("y", "i32" if dt == "i8" else dt, out_batch + [m, n], "output")]
+        body = "matmul y, a, b"
+    elif opcode in ("matmul", "eucdist"):
         m, k, n = r(1, 40), r(1, 70), r(1, 40)
         b = (k, n) if opcode == "matmul" else (n, k)
         dt = _dtype(rng, ("f32", "f16", "bf16", "i8"))
@@ -105,11 +117,55 @@ def random_program(rng: np.random.Generator, opcode: str):
         y = [d if r(0, 2) else 1 for d in z][r(0, len(z) - 1):]
         lines = [_decl("a", dtype, z, "input"), _decl("b", dtype, y, "param"), _decl("z", dtype, z, "output")]
         body = f"{opcode} z, a, b" if r(0, 1) else f"{opcode} z, b, a"
-    elif opcode in ("relu", "sigmoid", "tanh", "exp"):
+    elif opcode in ("relu", "sigmoid", "tanh", "exp", "erf", "abs", "neg"):
         shape = _dims(rng, r(1, 4))
-        dt = _dtype(rng, FLOATS)
+        dt = _dtype(rng, FLOATS + (("i32",) if opcode in ("abs", "neg") else ()))
         lines = [_decl("x", dt, shape, "input"), _decl("y", dt, shape, "output")]
         body = f"{opcode} y, x"
+    elif opcode in ("sqrt", "rsqrt", "log"):     # mostly of |x|; a negative draw gives NaN
+        shape = _dims(rng, r(1, 4))
+        dt = _dtype(rng, FLOATS)
+        lines = [_decl("x", dt, shape, "input"), _decl("t", dt, shape), _decl("y", dt, shape, "output")]
+        body = f"abs t, x\n{opcode} y, t" if r(0, 3) else f"{opcode} y, x"
+    elif opcode in ("pow", "min", "max", "where"):
+        dtype = _dtype(rng, FLOATS) if opcode == "pow" or r(0, 2) else _dtype(rng, ("i32", "i8"))
+        if opcode == "where" and dtype == "i8":
+            dtype = "i32"
+        z = _dims(rng, r(1, 4))
+        y = [d if r(0, 2) else 1 for d in z][r(0, len(z) - 1):]
+        c = [d if r(0, 1) else 1 for d in z][r(0, len(z) - 1):]
+        lines = [_decl("a", dtype, z, "input"), _decl("b", dtype, y, "param"), _decl("z", dtype, z, "output")]
+        if opcode == "pow":         # a positive base: a real power of every exponent
+            lines.append(_decl("t", dtype, z))
+            body = "abs t, a\npow z, t, b"
+        elif opcode == "where":
+            lines.append(_decl("c", _dtype(rng, ("i32",) + FLOATS), c, "input"))
+            body = "where z, c, a, b" if r(0, 1) else "where z, c, b, a"
+        else:
+            body = f"{opcode} z, a, b" if r(0, 1) else f"{opcode} z, b, a"
+    elif opcode == "reduce_mean":
+        shape = _dims(rng, r(1, 3), 1, 30)
+        ax = r(-len(shape), len(shape) - 1)
+        dt = _dtype(rng, FLOATS)
+        out = shape[:ax % len(shape)] + shape[ax % len(shape) + 1:]
+        count = f", count={r(1, 40)}" if r(0, 3) == 0 else ""
+        lines = [_decl("x", dt, shape, "input"), _decl("y", dt, out, "output")]
+        body = f"reduce_mean y, x, axis={ax}{count}"
+    elif opcode == "causal_mask":
+        s, t = r(1, 40), r(1, 40)
+        dt = _dtype(rng, FLOATS)
+        lines = [_decl("qp", "i32", (s,)), _decl("kp", "i32", (t,), "input"),
+                 _decl("m", dt, (s, t), "output")]
+        body = (f"fill qp, value={r(-5, 30)}, step={r(0, 2)}\n"
+                f"causal_mask m, qp, kp, window={r(0, 3) and r(1, 12)}")
+    elif opcode == "fill":
+        shape = _dims(rng, r(0, 3), 1, 9)
+        dt = _dtype(rng, ("f32", "i32") + FLOATS[1:] + ("i8",))
+        ax = r(-len(shape), len(shape) - 1) if shape else -1
+        value = r(-9, 9) if dt in ("i32", "i8") else round(float(rng.normal(0, 3)), 3)
+        step = r(-2, 2) if dt in ("i32", "i8") else round(float(rng.normal(0, 1)), 3)
+        lines = [_decl("y", dt, shape, "output")]
+        body = f"fill y, value={value}, step={step}, axis={ax}"
     elif opcode in ("reduce_sum", "reduce_max", "argmax", "argmin"):
         shape = _dims(rng, r(1, 3), 1, 30)
         ax = r(-len(shape), len(shape) - 1)

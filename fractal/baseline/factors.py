@@ -26,12 +26,13 @@ OP_CLASSES = ("matmul", "elementwise", "reduction", "irregular", "move")
 
 _CLASS_OF = {
     **dict.fromkeys(("matmul", "conv2d", "eucdist"), "matmul"),
-    **dict.fromkeys(("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp", "lrn", "cast"),
-                    "elementwise"),
-    **dict.fromkeys(("reduce_sum", "reduce_max", "argmax", "argmin", "count", "maxpool",
-                     "avgpool"), "reduction"),
+    **dict.fromkeys(("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp", "lrn", "cast",
+                     "sqrt", "rsqrt", "erf", "log", "abs", "neg", "pow", "min", "max", "where",
+                     "causal_mask"), "elementwise"),
+    **dict.fromkeys(("reduce_sum", "reduce_max", "reduce_mean", "argmax", "argmin", "count",
+                     "maxpool", "avgpool"), "reduction"),
     **dict.fromkeys(("sort", "argsort", "mergepos", "gather"), "irregular"),
-    **dict.fromkeys(("transpose", "copy", "reshape", "slice", "concat"), "move"),
+    **dict.fromkeys(("transpose", "copy", "reshape", "slice", "concat", "fill"), "move"),
 }
 
 

@@ -108,7 +108,10 @@ def _run_instruction(torch, spec, table, instr_operands, attrs, env, types, chec
     dsts, srcs = instr_operands[:spec.outputs], instr_operands[spec.outputs:]
     ins = [env[s] for s in srcs]
     if spec.decl is None:
-        env[dsts[0]] = run_core(spec.name, ins, attrs, types[dsts[0]], check)
+        out = run_core(spec.name, ins, attrs, types[dsts[0]], check)
+        if not ins and env:                 # a fill: made on the host, moved to the data's device
+            out = out.to(next(iter(env.values())).device)
+        env[dsts[0]] = out
         return
     decl, n_out = spec.decl, spec.outputs
     all_types = tuple(types[n] for n in instr_operands)

@@ -99,6 +99,32 @@ def _slice(ins, a, t):
     return x.narrow(ax, a["start"], t.shape[ax]).contiguous()
 
 
+def _reduce_mean(ins, a, t):
+    x = ins[0]
+    count = a["count"] or x.shape[a["axis"]]
+    return torch.sum(x, dim=a["axis"], dtype=torch.float32) / count
+
+
+def _causal_mask(ins, a, t):
+    dist = ins[0].long()[:, None] - ins[1].long()[None, :]
+    keep = dist >= 0
+    if a["window"] > 0:
+        keep &= dist < a["window"]
+    low = torch.finfo(TORCH_DTYPES[t.dtype]).min
+    return torch.where(keep, 0.0, low)
+
+
+def _fill(ins, a, t):
+    """value + step * position along axis (on the host: the caller moves it to the device)."""
+    if not t.shape:
+        return torch.tensor(float(a["value"]), dtype=torch.float64)
+    ax = a["axis"] % len(t.shape)
+    view = [1] * len(t.shape)
+    view[ax] = t.shape[ax]
+    pos = torch.arange(t.shape[ax], dtype=torch.float64) * a["step"] + a["value"]
+    return pos.reshape(view).expand(*t.shape).contiguous()
+
+
 def _stable_order(x):
     return torch.sort(x, dim=-1, stable=True).indices
 
@@ -133,6 +159,19 @@ TORCH_SEMANTICS = {
     "reshape": lambda ins, a, t: ins[0].reshape(t.shape).clone(),
     "slice": _slice,
     "concat": lambda ins, a, t: torch.cat(ins, dim=a["axis"]),
+    "sqrt": lambda ins, a, t: torch.sqrt(ins[0]),
+    "rsqrt": lambda ins, a, t: torch.rsqrt(ins[0]),
+    "erf": lambda ins, a, t: torch.erf(ins[0]),
+    "log": lambda ins, a, t: torch.log(ins[0]),
+    "abs": lambda ins, a, t: torch.abs(ins[0]),
+    "neg": lambda ins, a, t: torch.neg(ins[0]),
+    "pow": lambda ins, a, t: torch.pow(ins[0], ins[1]),
+    "min": lambda ins, a, t: torch.minimum(ins[0], ins[1]),
+    "max": lambda ins, a, t: torch.maximum(ins[0], ins[1]),
+    "where": lambda ins, a, t: torch.where(ins[0] != 0, ins[1], ins[2]),
+    "reduce_mean": _reduce_mean,
+    "causal_mask": _causal_mask,
+    "fill": _fill,
 }
 
 

@@ -145,7 +145,7 @@ def test_reduction_whose_shapes_do_not_match():
             "tensor a : f32[4, 6] input\ntensor b : f32[4] output\nf b, a\n")
     message = errors_of(text)
     assert message.startswith("ext.fasm:7:1: error: f: reduction 'matmul' does not combine its "
-                              "partial results: matmul A must have rank 2, found f32[4]")
+                              "partial results: matmul A must have rank at least 2 ([..., rows, columns]), found f32[4]")
 
 
 def test_include_problems(tmp_path):
