@@ -486,7 +486,7 @@ def _zero(outs, ins, a):
 def _where(outs, ins, a):
     """Y = A where C is nonzero, else B; C of any type, A, B and Y of one type, all broadcast."""
     y, (c, x, z) = outs[0], ins
-    _same_dtype([y, x, z], "where's values and destination")
+    _same_dtype([y, x, z], "where values and destination")
     shape = broadcast_shape(c.shape, x.shape)
     shape = None if shape is None else broadcast_shape(shape, z.shape)
     if shape is None:

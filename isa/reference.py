@@ -232,6 +232,16 @@ def _exact(fn):
     return semantics
 
 
+def _minimum(a, b):
+    """The smaller, the first operand on ties (-0.0 against 0.0) and NaN if either is."""
+    return np.where((a <= b) | (a != a), a, b)
+
+
+def _maximum(a, b):
+    """The larger, the first operand on ties and NaN if either is."""
+    return np.where((a >= b) | (a != a), a, b)
+
+
 def _erf(x):
     from scipy.special import erf
     return erf(x)
@@ -337,8 +347,8 @@ SEMANTICS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
     "abs": _exact(np.abs),
     "neg": _exact(np.negative),
     "pow": _binary_f64(np.power),
-    "min": _exact(np.minimum),
-    "max": _exact(np.maximum),
+    "min": _exact(_minimum),
+    "max": _exact(_maximum),
     "where": _where,
     "reduce_mean": _reduce_mean,
     "causal_mask": _causal_mask,
