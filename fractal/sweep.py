@@ -46,8 +46,8 @@ from isa.errors import InternalError, UserError
 from isa.program import Program
 from machine import PRESETS, Machine
 
-__all__ = ["sweep", "columns", "read_rows", "Point", "run_point", "KEY", "GPU_METRICS",
-           "TIMING", "GPU_ESTIMATE", "timing_inputs", "store_path"]
+__all__ = ["sweep", "columns", "read_rows", "Point", "run_point", "timing_row", "KEY",
+           "GPU_METRICS", "TIMING", "GPU_ESTIMATE", "timing_inputs", "store_path"]
 
 KEY = ("program", "machine", "depth", "fanout")
 ENERGY_PARTS = ("compute", "reduction", "memory", "link", "static")
@@ -128,17 +128,24 @@ def _one_line(e: UserError) -> str:
 def run_point(point: Point) -> tuple[str, object]:
     """Run one point (in a worker): ("row", result: the row without its key) or ("internal",
     (invariant, where, detail))."""
-    m = point.spec
+    return timing_row(point.code, point.spec, point.program)
+
+
+def timing_row(code: Program, m: Machine, label: str, run=None) -> tuple[str, object]:
+    """One timing-only run of a checked program on a machine as a store result: ("row", the
+    row without its key) or ("internal", (invariant, where, detail)). `run(code, m)` gives the
+    report (default: `api.run(code, m, functional=False)`; the explorer passes its memoized
+    one, which gives the same report)."""
     row = dict(leaves=m.leaves, peak_ops_per_second=m.peak_ops_per_second)
     try:
-        r = api.run(point.code, m, functional=False)
+        r = run(code, m) if run is not None else api.run(code, m, functional=False)
     except UserError as e:               # e.g. the program does not fit this machine
         return "row", {**row, "error": _one_line(e)}
     except InternalError as e:           # its pickled form loses the fields: send them plainly
         return "internal", (e.invariant, e.where, e.detail)
     if set(r.energy_breakdown) != set(ENERGY_PARTS):
         return "internal", ("the energy breakdown has the parts " + ", ".join(ENERGY_PARTS),
-                            f"{point.program} on {m.name}", str(sorted(r.energy_breakdown)))
+                            f"{label} on {m.name}", str(sorted(r.energy_breakdown)))
     costliest = max(r.instructions, key=lambda i: i.cycles)
     traffic = r.traffic_bytes
     row.update(cycles=r.cycles, seconds=r.seconds, ops=r.ops, ops_per_second=r.ops / r.seconds,
@@ -353,14 +360,14 @@ def _connect(address: str):
         raise UserError(f"cannot reach the Dask scheduler at {address}: {e}", "--dask") from None
 
 
-def _results(points: list[Point], workers: int, dask):
-    """(point, its worker result) for each point, in the order they finish."""
+def _results(points: list, workers: int, dask, work=run_point):
+    """(point, `work(point)` run in a worker) for each point, in the order they finish."""
     if dask is not None:
         # lazy: Dask is an optional extra (.[dask]) and takes ~1 s to import
         from distributed import Client, as_completed as dask_completed
         client = dask if isinstance(dask, Client) else _connect(str(dask))
         try:
-            futures = {client.submit(run_point, p, pure=False): p for p in points}
+            futures = {client.submit(work, p, pure=False): p for p in points}
             for future in dask_completed(list(futures)):
                 yield futures[future], future.result()
                 future.release()
@@ -369,11 +376,11 @@ def _results(points: list[Point], workers: int, dask):
                 client.close()
     elif workers == 1:
         for p in points:
-            yield p, run_point(p)
+            yield p, work(p)
     else:
         pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
         try:
-            futures = {pool.submit(run_point, p): p for p in points}
+            futures = {pool.submit(work, p): p for p in points}
             for future in as_completed(futures):
                 yield futures[future], future.result()
         finally:

@@ -1,0 +1,170 @@
+"""Timing-only evaluations of design points, memoized across machines.
+
+Each evaluation is the sweep's (`fractal.sweep.timing_row`: a timing-only run in symmetric
+mode under the compiler's `cycles` objective) and gives the same row; two things a worker
+remembers between the machines it runs make most of them cheaper:
+
+- plans of shared lower levels. The plan of a task at level l depends only on the levels from
+  l down (`levels[l:]`) and the leaf's compute: the compiler's search at a node reads its own
+  level, the levels below and the compute (compiler/decompose.py). Every worker keeps the node
+  plans it made under that suffix, so a machine that differs from an earlier one only above
+  level l plans nothing at or below it again (`SharedTable`);
+- timing classes. Under the `cycles` objective no choice of the compiler and no cycle of the
+  simulator depends on the clock, the process node, the memories' technology or any energy
+  figure (pJ per byte or op, static watts): these enter only seconds, energy and area. Two
+  machines that differ only there have the same plan and the same cycles, so the second one's
+  row is the first one's, with its seconds (cycles / clock) and its energy
+  (`simulator.energy.plan_energy` of the same plan on it) computed as a run computes them.
+
+tests/explore/test_evaluate.py checks both against fresh runs (`api.run`), row for row.
+"""
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from compiler import verify_plan
+from compiler.decompose import Decomposer, compile_program
+from compiler.plan import Plan
+from compiler.rules import task_of
+from fractal.store import program_inputs
+from fractal.sweep import ENERGY_PARTS, timing_row
+from isa.checker import opcode_table
+from isa.program import Program
+from machine import Machine
+
+__all__ = ["Evaluation", "Job", "run_job", "Memo", "timing_class", "MEMO"]
+
+#: node plans a worker keeps before it forgets them all (a VGG-16 plan holds a few hundred)
+MAX_PLANS = 200_000
+#: timing classes a worker keeps (each a plan and a row per program)
+MAX_CLASSES = 512
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """One timing-only run to make: its store key, the program and the machine."""
+    key: str
+    label: str
+    code: Program
+    machine: Machine
+
+
+@dataclass(frozen=True)
+class Job:
+    """Runs a worker makes one after another, so that it reuses what the first ones planned."""
+    runs: tuple[Evaluation, ...]
+
+
+def timing_class(m: Machine) -> Machine:
+    """The machine with every field that changes no cycle set to one value (see the module's
+    docstring): two machines of one class have the same plan and cycles."""
+    levels = tuple(dataclasses.replace(lv, memory_pj_per_byte=0.0, link_pj_per_byte=0.0,
+                                       static_watts=0.0, memory_technology="sram")
+                   for lv in m.levels)
+    compute = dataclasses.replace(m.compute, mac_pj_per_op=0.0, elementwise_pj_per_op=0.0,
+                                  compare_pj_per_op=0.0)
+    return dataclasses.replace(m, name="", description="", frequency_hz=1.0, process_nm=16.0,
+                               levels=levels, compute=compute)
+
+
+class SharedTable:
+    """A `Decomposer`'s plan table backed by the plans of every machine that shares a level's
+    suffix (its levels from there down and the leaf compute)."""
+
+    def __init__(self, machine: Machine, plans: dict):
+        self.by_level = [plans.setdefault((i, machine.levels[i:], machine.compute), {})
+                         for i in range(machine.depth + 1)]
+
+    def get(self, key, default=None):
+        task, level = key
+        return self.by_level[level].get(task, default)
+
+    def __getitem__(self, key):
+        task, level = key
+        return self.by_level[level][task]
+
+    def __setitem__(self, key, node):
+        task, level = key
+        self.by_level[level][task] = node
+
+    def __contains__(self, key) -> bool:
+        task, level = key
+        return task in self.by_level[level]
+
+
+class Memo:
+    """What one worker process remembers across the machines it runs."""
+
+    def __init__(self):
+        self.plans: dict = {}
+        self.classes: OrderedDict = OrderedDict()   # (class, program) -> (plan, row)
+        self.stats = {"runs": 0, "derived": 0}
+
+    def compile(self, program: Program, machine: Machine) -> Plan:
+        """`compiler.compile_program(program, machine)` (objective cycles, no pins), planning
+        only the (task, level) entries no machine of the same suffix planned before."""
+        if sum(t.type.nbytes for t in program.tensors) > machine.levels[0].memory_bytes:
+            return compile_program(program, machine)    # its message: the root is too small
+        if sum(len(t) for t in self.plans.values()) > MAX_PLANS:
+            self.plans.clear()
+        dec = Decomposer(machine, "cycles")
+        dec.program = program
+        dec.table = SharedTable(machine, self.plans)
+        types, table = program.types, opcode_table(program)
+        roots = []
+        for ins in program.instructions:
+            dec.origin = ins
+            roots.append(dec.plan(task_of(ins, types, table), 0))
+        return Plan(program, machine, tuple(roots), dec.reachable(roots), "cycles")
+
+    def run(self, program: Program, machine: Machine):
+        """`api.run(program, machine, functional=False)` with the plan from `compile`."""
+        from simulator.run import simulate     # lazy, as in fractal.api: simpy and numba
+        plan = self.compile(program, machine)
+        verify_plan(plan)
+        self.last_plan = plan
+        return simulate(plan, "symmetric", False, None)[0]
+
+    def evaluate(self, e: Evaluation) -> tuple[str, object]:
+        """The run's store result, as `fractal.sweep.timing_row` gives it."""
+        key = (timing_class(e.machine), program_inputs(e.code)["sha256"], e.code.file)
+        known = self.classes.get(key)
+        if known is not None and "error" not in known[1]:
+            self.classes.move_to_end(key)
+            self.stats["derived"] += 1
+            return "row", derived_row(known[0], known[1], e.machine)
+        self.last_plan = None
+        self.stats["runs"] += 1
+        kind, row = timing_row(e.code, e.machine, e.label, run=self.run)
+        if kind == "row" and "error" not in row and self.last_plan is not None:
+            self.classes[key] = (self.last_plan, row)
+            if len(self.classes) > MAX_CLASSES:
+                self.classes.popitem(last=False)
+        return kind, row
+
+
+def derived_row(plan: Plan, row: dict, m: Machine) -> dict:
+    """The row of machine `m` from the plan and row of another machine of its timing class:
+    the same cycles, traffic and instructions; seconds and energy computed from them as
+    `simulator.run.simulate` computes them."""
+    from simulator.energy import plan_energy    # lazy, as above
+    seconds = row["cycles"] / m.frequency_hz
+    energy = plan_energy(Plan(plan.program, m, plan.roots, plan.table, plan.objective), seconds)
+    parts = energy.to_json()
+    total = energy.total
+    return {**row, "peak_ops_per_second": m.peak_ops_per_second, "seconds": seconds,
+            "ops_per_second": row["ops"] / seconds, "energy_joules": total,
+            "ops_per_joule": row["ops"] / total if total else 0.0,
+            **{f"energy_{p}_joules": parts[p] for p in ENERGY_PARTS}}
+
+
+#: the memo of this process (each worker process has its own)
+MEMO = Memo()
+
+
+def run_job(job: Job) -> list[tuple[str, tuple[str, object]]]:
+    """Run a job's evaluations in order (in a worker): [(key, ("row", result) or ("internal",
+    (invariant, where, detail)))]."""
+    return [(e.key, MEMO.evaluate(e)) for e in job.runs]
