@@ -166,8 +166,15 @@ def build_parser() -> argparse.ArgumentParser:
     machine_args(c2)
     lib_args(c2)
 
-    m = sub.add_parser("machines", help="list the preset machines")
+    m = sub.add_parser("machines", help="list the preset machines, or write a machine of a "
+                                        "results store as a machine file (--from-store)")
     m.add_argument("--json", action="store_true")
+    m.add_argument("--from-store", metavar="KEY",
+                   help="write the machine of this evaluation of --store (a key of points.csv "
+                        "or fractal store export, or its first 8 or more characters)")
+    m.add_argument("--store", metavar="FILE.sqlite", help="the results store of --from-store")
+    m.add_argument("-o", "--output", dest="out", metavar="FILE.toml",
+                   help="the machine file --from-store writes (default: print it)")
 
     # Every module of fractal.commands adds one subcommand: `register(sub)` adds its parser and
     # sets `handler=function(args, out) -> exit status` as a default. Such modules keep heavy
@@ -292,6 +299,9 @@ def _with_machine(obj: dict, machine) -> dict:
 
 
 def _cmd_machines(args, out) -> int:
+    if args.from_store is not None or args.store is not None or args.out is not None:
+        from fractal.explore.writeback import from_store_command  # lazy: the store and writer
+        return from_store_command(args, out)
     machines = [preset(n) for n in PRESETS]
     if args.json:
         rows = [{"name": m.name, "description": m.description, "levels": m.depth + 1,

@@ -108,15 +108,21 @@ def _series(rows, column: str, path: Path) -> dict[tuple[str, str], dict[int, fl
     return series
 
 
-def plot(results: str | Path, kind: str, out: str | Path, gpu: str | None = None) -> Path:
-    """Draw one kind of figure from a sweep CSV into `out` (.png, .svg or .pdf)."""
+def plot(results: str | Path, kind: str, out: str | Path, gpu: str | None = None,
+         x: str = "latency", y: str = "energy") -> Path:
+    """Draw one kind of figure from a sweep CSV into `out` (.png, .svg or .pdf); `pareto`: an
+    exploration's points.csv on metrics `x` and `y` (`fractal.explore.figure`)."""
     from matplotlib.figure import Figure  # lazy: ~0.3 s, and every `fractal` start loads plot.py
     path, out = Path(results), Path(out)
-    if kind not in KINDS:
-        raise UserError(f"unknown plot kind '{kind}' (kinds: {', '.join(KINDS)})", "--kind")
+    if kind not in KINDS and kind != "pareto":
+        raise UserError(f"unknown plot kind '{kind}' (kinds: {', '.join(KINDS)}, pareto)",
+                        "--kind")
     if out.suffix.lower() not in FORMATS:
         raise UserError(f"cannot tell the image format from '{out.name}': name it .png, .svg "
                         f"or .pdf", "-o")
+    if kind == "pareto":
+        from fractal.explore.figure import plot_pareto
+        return plot_pareto(path, out, x, y)
     spec = KINDS[kind]
     header, rows = _read(path)
     tag = _gpu_tag(header, gpu, path) if spec.gpu else ""
