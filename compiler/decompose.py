@@ -34,6 +34,7 @@ from compiler.rules import (AccessMap, Task, access_map, box_types, ceil_cycles,
                             moved_bytes, task_of)
 from compiler.leaf import leaf_cycles
 from compiler.pipeline import lfu_free, node_cycles
+from compiler.reservation import Reservation
 from compiler.schedule import Schedule, _Axis, default_order
 from isa.checker import opcode_table
 from isa.errors import UserError, did_you_mean
@@ -192,14 +193,15 @@ class Decomposer:
             except ValueError as e:      # a pinned order that puts a reduction outside
                 raise CompileError(str(e), pin.where + ".order") from None
             schedule = model.schedule(pieces, ways, order)
-            cycles = self._run_pipeline(schedule, level) if schedule.count <= EXACT_MAX_PIECES else None
+            cycles, reservation = (self._run_pipeline(schedule, level)
+                                   if schedule.count <= EXACT_MAX_PIECES else (None, None))
             cycles = cycles if cycles is not None else cost[0]
             key = (self._objective(schedule, level, cycles), cycles, cost)
             if best is None or key < best[0]:
-                best = (key, schedule)
-        (_, cycles, cost), schedule = best
+                best = (key, schedule, reservation)
+        (_, cycles, cost), schedule, reservation = best
         return self._build(task, level, schedule, (cycles, *cost[1:]), candidates, budget,
-                           len(shortlist))
+                           len(shortlist), reservation)
 
     def _objective(self, schedule: Schedule, level: int, cycles: float) -> float:
         """The candidate's value under the objective (cycles: 0, the cycles decide)."""
@@ -219,13 +221,16 @@ class Decomposer:
                         reduce=schedule.reduce, child_reduction_ops=t["child_reduction_ops"],
                         order=schedule.order, **rest)
 
-    def _run_pipeline(self, schedule: Schedule, level: int) -> int:
-        """The node's cycles under the simulator's node model, its children planned (and timed
-        by their own estimates, down to the leaves)."""
+    def _run_pipeline(self, schedule: Schedule, level: int):
+        """The node's cycles and reservation table under the simulator's node model, its
+        children planned (and timed by their own estimates, down to the leaves)."""
         kids = [self.plan(t, level + 1) for t, _ in schedule.totals()["children"]]
         m = self.machine
-        return node_cycles(schedule, m.levels[level], m.levels[level + 1],
-                           lambda t: self.table[(t, level + 1)].est_cycles, lfu_free(kids))
+
+        def timing(t):
+            kid = self.table[(t, level + 1)]
+            return kid.est_cycles, kid.reservation or Reservation.whole(kid.est_cycles)
+        return node_cycles(schedule, m.levels[level], m.levels[level + 1], timing, lfu_free(kids))
 
     def _too_big(self, task: Task, level: int, need: int, budget: int):
         m = self.machine
@@ -241,7 +246,8 @@ class Decomposer:
             hint="give that level more memory, or use smaller tensors")
 
     # ------------------------------------------------------------ the chosen split
-    def _build(self, task, level, schedule: Schedule, cost, candidates, budget, run) -> NodePlan:
+    def _build(self, task, level, schedule: Schedule, cost, candidates, budget, run,
+               reservation=None) -> NodePlan:
         node, child = self.machine.levels[level], self.machine.levels[level + 1]
         where = self.origin.loc if self.origin is not None else None
         check_plan_pieces(schedule.count, where or f"machine '{self.machine.name}'",
@@ -255,7 +261,7 @@ class Decomposer:
                f"pieces in flight); chose {cut}: estimated {cost[0]:,.0f} cycles, "
                f"{cost[1]:,.0f} bytes + reduction ops")
         node = self._node(schedule, level, splits=splits, busy=schedule.busy(),
-                          est_cycles=cost[0], why=why)
+                          est_cycles=cost[0], why=why, reservation=reservation)
         return dataclasses.replace(node, est_joules=_joules(node, self.machine, self.plan))
 
 

@@ -6,7 +6,9 @@ through LD, EX, WB and RD (docs/simulator.md, "The pipeline of a split node"):
 
     LD  the children's links in, and within them the memory port, for the load's port cycles;
         the links alone for the rest of their link cycles; then the link latency, holding neither
-    EX  the children (one piece at a time): the slowest child
+    EX  the children: the slowest child. A piece's child tasks start as soon as the children's
+        reservation tables allow (`compiler.reservation`): a split child's next task may begin
+        its ID and first load while its previous one finishes, a leaf's when it has finished
     AC  the children's LFUs adding the piece's partial results into the ones they keep: while
         the children run the next piece when their own tasks leave their LFUs idle (a leaf's
         LFU is not its compute units), within EX otherwise
@@ -24,10 +26,11 @@ from dataclasses import dataclass
 
 import simpy
 
+from compiler.reservation import Reservation, earliest_start, slot_rows
 from compiler.rules import ceil_cycles
 from compiler.schedule import Schedule, stage_times
 
-__all__ = ["NodeTotals", "NodePipeline", "node_cycles", "lfu_free"]
+__all__ = ["NodeTotals", "NodePipeline", "node_cycles", "piece_timing", "lfu_free"]
 
 
 @dataclass
@@ -61,27 +64,38 @@ class NodePipeline:
     children's links, the children, the LFU, and the piece buffers of the children's memories)
     and one process per serial piece, as in SimPy's machine-shop examples."""
 
-    def __init__(self, env: simpy.Environment, schedule: Schedule, level, child, execute,
+    def __init__(self, env: simpy.Environment, schedule: Schedule, level, child, timing, execute,
                  record=None, lfu_free: bool = False):
         self.env, self.schedule, self.level, self.child = env, schedule, level, child
         self.lfu_free = lfu_free        # the children's tasks leave their LFUs idle
+        self.timing = timing            # timing(kind): (slowest child's cycles, reservations)
         self.execute = execute          # execute(i, kind): the children's part of EX
         self.record = record            # record(piece, stage, start, end), or None
         self.totals = NodeTotals()
+        self.reservation: Reservation | None = None
+        self.rows: dict = {}            # resource -> intervals held, from the task's start
+        self.holds: list = []           # buffer holds
+        self.active: list = []          # pieces whose child tasks may still run
 
     def _note(self, i, stage, start):
         if self.record is not None:
             self.record(i, stage, start, self.env.now)
 
+    def _held(self, resource: str, start):
+        self.rows.setdefault(resource, []).append((int(start - self.t0), int(self.env.now - self.t0)))
+
     def run(self):
         """ID, the pieces, and the final merge."""
         env, lv, t = self.env, self.level, self.totals
-        start = env.now
+        start = self.t0 = env.now
         yield env.timeout(lv.decode_cycles)
         self._note(-1, "ID", start)
+        self._held("controller", start)
         yield from self._pieces()
         t.cycles = int(env.now - start)
         t.latency += lv.decode_cycles
+        self.reservation = Reservation.of(t.cycles, self.rows,
+                                          slot_rows(self.holds, self.child.buffering))
 
     def _pieces(self):
         env, schedule = self.env, self.schedule
@@ -92,15 +106,20 @@ class NodePipeline:
         self.link_out = self.link_in if self.child.duplex == "half" else simpy.Resource(env)
         self.buffers = simpy.Resource(env, capacity=self.child.buffering)
         running = []
+        self.placed = []                # per piece: when its child tasks start, once decided
+        prev = None
         for i, kind in enumerate(schedule.sequence()):
             buffer = self.buffers.request()
             yield buffer
-            running.append(env.process(self._piece(i, kind, buffer)))
+            self.placed.append(env.event())
+            running.append(env.process(self._piece(i, kind, buffer, prev)))
+            prev = kind
         yield simpy.AllOf(env, running)
         if schedule.final_reduce_ops:
             start = env.now
             cycles = ceil_cycles(schedule.final_reduce_ops / self.level.lfu_ops_per_cycle)
             yield env.timeout(cycles)
+            self._held("LFU", start)
             t = self.totals
             t.reduce += cycles
             t.lfu_busy += cycles
@@ -112,10 +131,14 @@ class NodePipeline:
         memory port for the port time; the latency follows, holding neither."""
         with link.request() as held:
             yield held
+            start = self.env.now
             with self.port.request() as req:
                 yield req
+                at = self.env.now
                 yield self.env.timeout(port_cycles)
+                self._held("memory port", at)
             yield self.env.timeout(max(0, link_cycles - port_cycles))
+            self._held("links in" if link is self.link_in else "links out", start)
         yield self.env.timeout(latency)
         t = self.totals
         t.transfer += max(port_cycles, link_cycles)
@@ -125,6 +148,7 @@ class NodePipeline:
             t.link_in_busy += link_cycles
         elif link_cycles:
             t.link_out_busy += link_cycles
+        return start
 
     def _accumulate(self, i: int, cycles: int):
         """Each child adds this piece's partial result into the one it keeps."""
@@ -133,8 +157,45 @@ class NodePipeline:
         self.totals.reduce += cycles
         self.totals.kids_lfu_busy += cycles
         self._note(i, "AC", start)
+        if self.lfu_free:
+            self._held("children's LFUs", start)
 
-    def _piece(self, i: int, kind: tuple, buffer):
+    def _tasks(self, kind, st) -> tuple:
+        """The reservation tables of a piece's child tasks (one, the whole children, when they
+        add into their kept partials after it)."""
+        cycles, tasks = self.timing(kind)
+        if st.child_reduce and not self.lfu_free:
+            return (Reservation.whole(cycles + st.child_reduce),)
+        return tasks
+
+    def _place(self, i, kind, st):
+        """Wait until this piece's child tasks may start: when none of their reservations meets
+        those of the child tasks still running (a leaf's next task starts when it ends)."""
+        env = self.env
+        tasks = self._tasks(kind, st)
+        now = int(env.now)
+        self.active = [a for a in self.active if a[0] + max(r.cycles for r in a[1]) > now]
+        at, rotation = earliest_start(self.active, tasks, now)
+        self.active.append((at, tasks, rotation))
+        self.placed[i].succeed(at)
+        if at > now:
+            yield env.timeout(at - now)
+
+    def _just_in_time(self, i, kind, prev, st):
+        """A load waits while the children are busy long enough: it starts so as to end when
+        they can take its piece (when the piece before runs longer than this load takes), so a
+        buffer fills no earlier than it must and the next task on this node finds the port, the
+        links and the buffers free sooner."""
+        load = st.load
+        if prev is None or self.timing(prev)[0] <= load:
+            return
+        before = yield self.placed[i - 1]
+        free, _ = earliest_start(self.active, self._tasks(kind, st), before)
+        wait = free - load - int(self.env.now)
+        if wait > 0:
+            yield self.env.timeout(wait)
+
+    def _piece(self, i: int, kind: tuple, buffer, prev):
         env, t = self.env, self.totals
         work = self.schedule.work(kind)
         st = stage_times(work, self.level, self.child)
@@ -145,17 +206,22 @@ class NodePipeline:
         t.port_bytes += work.load_bytes + work.store_bytes
         t.link_in_bytes += work.load_link_bytes * self.level.link_fraction
         t.link_out_bytes += work.store_link_bytes * self.level.link_fraction
+        yield from self._just_in_time(i, kind, prev, st)
         start = env.now
-        yield from self._transfer(self.link_in, st.load_port, st.load_link, st.latency)
+        # the buffer holds data from the load's first byte: a piece admitted but still waiting
+        # for the links has no bytes in the children's memories yet
+        held_since = yield from self._transfer(self.link_in, st.load_port, st.load_link, st.latency)
         self._note(i, "LD", start)
-        with self.kids.request() as req:
+        with self.kids.request() as req:       # pieces start their children in order
             yield req
-            start = env.now
-            yield from self.execute(i, kind)
-            t.execute += int(env.now - start)
-            self._note(i, "EX", start)
-            if st.child_reduce and not self.lfu_free:
-                yield from self._accumulate(i, st.child_reduce)
+            yield from self._place(i, kind, st)
+        start = env.now
+        yield from self.execute(i, kind)
+        t.execute += int(env.now - start)
+        self._note(i, "EX", start)
+        if st.child_reduce and not self.lfu_free:
+            yield from self._accumulate(i, st.child_reduce)
+        self._held("children", start)
         if st.child_reduce and self.lfu_free:
             with self.kids_lfu.request() as req:
                 yield req
@@ -172,7 +238,9 @@ class NodePipeline:
                 t.reduce += st.reduce
                 t.lfu_busy += st.reduce
                 self._note(i, "RD", start)
+                self._held("LFU", start)
         self.buffers.release(buffer)
+        self.holds.append((int(held_since - self.t0), int(env.now - self.t0)))
 
 
 def lfu_free(children) -> bool:
@@ -181,18 +249,31 @@ def lfu_free(children) -> bool:
     return all(c.reduction_ops == 0 for c in children)
 
 
-def node_cycles(schedule: Schedule, level, child, child_cycles, free: bool) -> int:
-    """Cycles of a split node's whole task, its children taking `child_cycles(task)` each (the
-    slowest of a piece's children sets its EX): the simulator's node model, run once."""
+def piece_timing(schedule: Schedule, child_timing):
+    """`timing(kind)` of a node's pieces: the slowest child's cycles and the distinct
+    reservation tables of the piece's child tasks, from `child_timing(task)` -> (cycles,
+    reservation), memoized per kind."""
+    memo: dict = {}
+
+    def timing(kind):
+        out = memo.get(kind)
+        if out is None:
+            kids = [child_timing(task) for task, _ in schedule.children(kind)]
+            res = {id(r): r for _, r in kids}
+            out = memo[kind] = (max(c for c, _ in kids), tuple(res.values()))
+        return out
+    return timing
+
+
+def node_cycles(schedule: Schedule, level, child, child_timing, free: bool):
+    """Cycles and reservation table of a split node's whole task, its children timed by
+    `child_timing(task)` -> (cycles, reservation): the simulator's node model, run once."""
     env = simpy.Environment()
-    slowest: dict = {}
+    timing = piece_timing(schedule, child_timing)
 
     def execute(i, kind):
-        d = slowest.get(kind)
-        if d is None:
-            d = slowest[kind] = max(child_cycles(task) for task, _ in schedule.children(kind))
-        yield env.timeout(d)
-    pipe = NodePipeline(env, schedule, level, child, execute, lfu_free=free)
+        yield env.timeout(timing(kind)[0])
+    pipe = NodePipeline(env, schedule, level, child, timing, execute, lfu_free=free)
     env.process(pipe.run())
     env.run()
-    return pipe.totals.cycles
+    return pipe.totals.cycles, pipe.reservation

@@ -65,6 +65,9 @@ class NodePlan:
     est_cycles: float = 0.0                         # the compile-time cost estimate of the choice
     est_joules: float = 0.0                         # dynamic energy of one run of its subtree
     why: str = ""
+    # what the task holds and when, by the compiler's node model: how its parent may overlap
+    # consecutive tasks on it (compiler.reservation); None: the whole node for est_cycles
+    reservation: object = field(default=None, compare=False, repr=False)
 
     @property
     def child_instructions(self) -> int:

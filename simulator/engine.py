@@ -29,13 +29,15 @@ time its first instance starts).
 """
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import simpy
 
 from compiler.plan import NodePlan, Plan, PlanKind, level_counts
 from compiler.leaf import leaf_cycles
-from compiler.pipeline import NodePipeline, NodeTotals, lfu_free
+from compiler.pipeline import NodePipeline, NodeTotals, lfu_free, piece_timing
+from compiler.reservation import Reservation
 from compiler.rules import ceil_cycles
 from compiler.schedule import Schedule
 from isa.errors import InternalError
@@ -81,6 +83,12 @@ class Engine:
         self.events: list[StageEvent] | None = [] if trace else None
         self.totals: dict = {}          # (task, level) -> NodeTotals
         self._durations: dict = {}      # (task, level) -> cycles, symmetric mode
+        self._reservations: dict = {}   # (task, level) -> its reservation table
+        self._pending: dict = {}        # (task, level) -> trace events not yet placed
+        self._usage: dict = {}          # exact mode: (node path, resource) -> intervals held
+        # the reservation tables a parent places its children's tasks by: each (task, level)
+        # simulated once on its own, in both modes
+        self._timer = self if mode == "symmetric" else Engine(plan, "symmetric")
         self._schedules: dict = {}      # (task, level) -> Schedule
         self._violations: list[InternalError] = []
 
@@ -98,20 +106,61 @@ class Engine:
                 ends.append(int(env.now))
         env.process(program())
         self._run(env)
+        self._check_one_task_at_a_time()
         return [b - a for a, b in zip([0] + ends[:-1], ends)]
 
-    def duration(self, node: NodePlan, at: int = 0) -> int:
+    def use(self, path: str, resource: str, start: int, end: int):
+        """Exact mode: a node held a resource (a leaf or a DMA: "node", the whole of it) over
+        [start, end), for the check that overlapping tasks never share one."""
+        self._usage.setdefault((path, resource), []).append((start, end))
+
+    def _check_one_task_at_a_time(self):
+        """Consecutive tasks on one node overlap only where their reservation tables allow: no
+        port, link, LFU, controller, children or leaf serves two at once, and no more pieces
+        are in flight in a node's children's memories than their `buffering`."""
+        for (path, resource), spans in self._usage.items():
+            spans.sort()
+            level = path.count(".")
+            cap = 1
+            if resource == "buffers":
+                cap = self.machine.levels[level + 1].buffering
+            ends: list[int] = []
+            for a, b in spans:
+                ends = [e for e in ends if e > a] + [b]
+                if len(ends) > cap:
+                    raise InternalError(
+                        "a resource serves no more tasks at once than its capacity",
+                        f"level {level} ({self.machine.levels[level].name}), node {path}",
+                        f"the {resource} held {len(ends)} at cycle {a:,} (capacity {cap})")
+
+    def duration(self, node: NodePlan, at: int | None = 0) -> int:
         """Cycles a node takes for its task, simulated once per (task, level). Traced, the run is
-        a representative node of its level, its events from `at` (its own clock starts at 0)."""
+        a representative node of its level, its events placed from `at` (the first time the node
+        is placed; None: not yet, as when a parent only reads the task's reservation table)."""
         key = (node.task, node.level)
         d = self._durations.get(key)
         if d is None:
-            env = simpy.Environment(initial_time=at)
+            env = simpy.Environment()
             path = "0" if node.level == 0 else f"r{len(self._durations)}"
-            env.process(NodeRun(self, env, node, path).run())
+            saved = self.events
+            if saved is not None:
+                self.events = []
+            run = NodeRun(self, env, node, path)
+            env.process(run.run())
             self._run(env)
-            d = self._durations[key] = int(env.now - at)
+            d = self._durations[key] = int(env.now)
+            self._reservations[key] = run.reservation or Reservation.whole(d)
+            if saved is not None:
+                self._pending[key], self.events = self.events, saved
+        if at is not None and self.events is not None and key in self._pending:
+            self.events.extend(dataclasses.replace(e, start=e.start + at, end=e.end + at)
+                               for e in self._pending.pop(key))
         return d
+
+    def reservation(self, node: NodePlan) -> Reservation:
+        """The reservation table of a node's task, run on its own (symmetric mode)."""
+        self.duration(node, None)
+        return self._reservations[(node.task, node.level)]
 
     def schedule(self, node: NodePlan) -> Schedule:
         key = (node.task, node.level)
@@ -165,6 +214,7 @@ class NodeRun:
         self.level = machine.levels[node.level]
         self.child = machine.levels[node.level + 1] if node.kind == PlanKind.SPLIT else None
         self.totals = NodeTotals()
+        self.reservation: Reservation | None = None
 
     def run(self):
         """ID, then the node's own run (leaf or DMA) or its pipeline of pieces."""
@@ -173,12 +223,25 @@ class NodeRun:
             engine, node, path = self.engine, self.node, self.path
             schedule = engine.schedule(node)
             kids = [engine.plan.node(t, node.level + 1) for t, _ in node.children]
-            pipe = NodePipeline(env, schedule, lv, self.child, self._execute,
+            timer, below = engine._timer, node.level + 1
+            timing = piece_timing(schedule, lambda t: (
+                timer.duration(engine.plan.node(t, below), None),
+                timer.reservation(engine.plan.node(t, below))))
+            pipe = NodePipeline(env, schedule, lv, self.child, timing, self._execute,
                                 lambda i, stage, a, b: engine.record(path, node, i, stage, a, b),
                                 lfu_free=lfu_free(kids))
             pipe.totals = self.totals
             yield from pipe.run()
+            self.reservation = pipe.reservation
             self._check_capacity()
+            if engine.mode == "exact":
+                for resource, spans in pipe.rows.items():
+                    if resource == "children":      # each child's own resources are checked
+                        continue
+                    for a, b in spans:
+                        engine.use(path, resource, pipe.t0 + a, pipe.t0 + b)
+                for a, b in pipe.holds:
+                    engine.use(path, "buffers", pipe.t0 + a, pipe.t0 + b)
         else:
             start = env.now
             yield env.timeout(lv.decode_cycles)
@@ -186,6 +249,8 @@ class NodeRun:
             yield from self._run_locally()
             self.totals.cycles = int(env.now - start)
             self.totals.latency += lv.decode_cycles
+            if self.engine.mode == "exact":
+                self.engine.use(self.path, "node", int(start), int(env.now))
         self.engine.totals.setdefault((self.node.task, self.node.level), self.totals)
 
     def _check_capacity(self):

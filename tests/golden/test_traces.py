@@ -227,11 +227,13 @@ def test_sorted_runs_are_merged_once_at_the_end():
       ID   root decode                                                 0 ->   2
       LD 0 port 2 x 96 B = 192 / 16 = 12 (2-14); link 96 / 16 = 6
            adds 0; + 6                                                 2 ->  20
-      LD 1 queued for the port 2-14, holds it 14-26; + 6                 2 ->  32
+      LD 1 just in time: EX 0 (31) outlasts this load (12 + 6 = 18), so it
+           starts to end when the leaves are free, 51 - 18 = 33: port
+           33-45; + 6                                                  33 ->  51
       EX 0 leaves: decode 1 (20-21); RUN 120 ops / 4 = 30
            (memory 192 B / 32 = 6, less)                               20 ->  51
       WB 0 port 192 B / 16 = 12 (51-63); link 6 adds 0; + 6             51 ->  69
-      EX 1 loaded at 32, the leaves free at 51: 1 + 30                   51 ->  82
+      EX 1 loaded at 51, the leaves free at 51: 1 + 30                   51 ->  82
       WB 1 the port is free since 63: 12 + 6                             82 -> 100
       RD 2 the merge: 192 / 4                                        100 -> 148
     148 cycles.
@@ -245,7 +247,7 @@ def test_sorted_runs_are_merged_once_at_the_end():
     assert cycles == [148]
     assert events == literal([
         ("0", "ID", -1, 0, 2),
-        ("0", "LD", 0, 2, 20), ("0", "LD", 1, 2, 32),
+        ("0", "LD", 0, 2, 20), ("0", "LD", 1, 33, 51),
         ("0", "EX", 0, 20, 51),
         ("0.0", "ID", -1, 20, 21), ("0.1", "ID", -1, 20, 21),
         ("0.0", "RUN", 0, 21, 51), ("0.1", "RUN", 0, 21, 51),

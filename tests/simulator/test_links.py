@@ -52,7 +52,9 @@ def test_an_oversubscribed_link_fires_the_capacity_invariant(monkeypatch):
     """A fault injected into the engine: transfers that hold neither the link nor the port,
     and take only the port's time, let a 1 byte/cycle link carry more than it can."""
     def transfer(self, link, port_cycles, link_cycles, latency):
+        start = self.env.now
         yield self.env.timeout(port_cycles + latency)
+        return start
     monkeypatch.setattr(NodePipeline, "_transfer", transfer)
     with pytest.raises(InternalError, match="carries no more than its bandwidth") as e:
         run_add(tiny_with_leaf_link(1))
@@ -80,7 +82,9 @@ def test_the_invariant_fires_below_the_root_too(monkeypatch):
     """The same fault on a three-level machine: the broken capacity is found in a node whose
     duration the symmetric mode simulates inside its parent's, and reported as such."""
     def transfer(self, link, port_cycles, link_cycles, latency):
+        start = self.env.now
         yield self.env.timeout(port_cycles + latency)
+        return start
     monkeypatch.setattr(NodePipeline, "_transfer", transfer)
     m = preset("tiny").rescaled(2, (2, 2))
     levels = list(m.levels)

@@ -1,0 +1,165 @@
+"""Reservation tables: what a node's task holds, and when, so that a node's consecutive tasks may
+overlap without any resource serving two of them at once.
+
+A split node's task holds its resources over time: its controller (ID), its memory port, its
+children's links in and out, its LFU, its children's LFUs, its children, and the buffers of its
+children's memories. The table records, per resource, the intervals it is held, in cycles from the
+task's start: the reservation table of classic pipeline scheduling (Davidson, "The design and
+control of pipelined function generators", 1971; Kogge, "The Architecture of Pipelined
+Computers", 1981). A task B may start `s` cycles after a task A on the same node when, for every
+resource, B's intervals shifted by `s` meet none of A's: a shift is *forbidden* otherwise. Then
+both run exactly as they would alone, so each keeps the cycles, bytes and busy times its own
+simulation gives, and no port, link, LFU or buffer ever serves more than its capacity.
+
+A leaf, a node running a data-movement instruction on its DMA, and a node priced by the closed
+form are *opaque*: one task holds all of the node from its start to its end, so the next starts
+when it ends. A split node's table holds its children as one resource, from each piece's start to
+its slowest child's end: children of consecutive tasks never overlap, only the node's own
+stages do (the next task's ID and first load while this one runs its last piece, writes back and
+reduces).
+
+Buffers are slots: the `buffering` pieces a child's memory holds. Within a task each piece's
+buffer is given the lowest free slot; a following task may use its slots rotated (the next task's
+first piece takes whichever buffer the last pieces left free), and the rotation giving the
+earliest start is the one chosen.
+"""
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+__all__ = ["Reservation", "earliest_start", "slot_rows"]
+
+_uids = itertools.count()
+
+
+def _merged(intervals) -> np.ndarray:
+    """Intervals (start, end) as a sorted array of disjoint ones (touching ones stay apart)."""
+    out: list[list[int]] = []
+    for a, b in sorted(i for i in intervals if i[1] > i[0]):
+        if out and a < out[-1][1]:
+            out[-1][1] = max(out[-1][1], b)
+        else:
+            out.append([a, b])
+    return np.array(out, dtype=np.int64).reshape(-1, 2)
+
+
+@dataclass(frozen=True, eq=False)
+class Reservation:
+    """A task's reservation table: `cycles` long; per resource, its busy intervals (sorted,
+    disjoint, relative to the task's start); per buffer slot, likewise. Opaque when it has no
+    rows: the task holds everything from 0 to `cycles`."""
+    cycles: int
+    rows: dict = field(default_factory=dict)            # resource -> array (n, 2)
+    slots: tuple = ()                                   # buffer slot -> array (n, 2)
+    uid: int = field(default_factory=lambda: next(_uids))
+    _memo: dict = field(default_factory=dict, repr=False)
+
+    @classmethod
+    def whole(cls, cycles: float) -> "Reservation":
+        return cls(cycles=math.ceil(cycles))
+
+    @classmethod
+    def of(cls, cycles: int, rows: dict, slots=()) -> "Reservation":
+        return cls(cycles=int(cycles), rows={r: _merged(v) for r, v in rows.items() if v},
+                   slots=tuple(_merged(v) for v in slots))
+
+    @property
+    def opaque(self) -> bool:
+        return not self.rows and not self.slots
+
+    def _table(self, rotation: int = 0, n_slots: int = 0) -> dict:
+        """Rows by resource name, the buffer slots renamed by `rotation`."""
+        if self.opaque:
+            return {"*": np.array([[0, self.cycles]], dtype=np.int64)}
+        table = dict(self.rows)
+        for k, iv in enumerate(self.slots):
+            table[f"slot {(k + rotation) % max(n_slots, len(self.slots))}"] = iv
+        return table
+
+    def next_allowed(self, other: "Reservation", shift: int, rotation: int = 0) -> int:
+        """The least shift >= `shift` at which `other` may start after this task started, its
+        buffer slots rotated by `rotation` relative to this task's."""
+        if shift >= self.cycles:
+            return shift
+        if self.opaque or other.opaque:     # one holds everything: the other waits for its end
+            if self.opaque:
+                first = _first_use(other)
+                return max(shift, self.cycles - first)
+            last = _last_use(self)
+            return max(shift, last)
+        key = (other.uid, rotation)
+        pairs = self._memo.get(key)
+        if pairs is None:
+            n = max(len(self.slots), len(other.slots))
+            mine, theirs = self._table(0, n), other._table(rotation, n)
+            pairs = self._memo[key] = [(mine[r], theirs[r]) for r in mine if r in theirs]
+        while True:
+            jump = shift
+            for a, b in pairs:
+                # for each of b's intervals shifted, the first of a's that ends after it starts
+                bs, be = b[:, 0] + shift, b[:, 1] + shift
+                j = np.searchsorted(a[:, 1], bs, side="right")
+                ok = j < len(a)
+                if not ok.any():
+                    continue
+                jj = j[ok]
+                clash = a[jj, 0] < be[ok]
+                if clash.any():
+                    jump = max(jump, int((a[jj, 1][clash] - b[ok][clash, 0]).max()))
+            if jump == shift:
+                return shift
+            shift = jump
+
+
+def _first_use(r: Reservation) -> int:
+    """When a task first holds anything (0 for an opaque one)."""
+    if r.opaque:
+        return 0
+    return int(min(v[0, 0] for v in list(r.rows.values()) + [s for s in r.slots if len(s)]))
+
+
+def _last_use(r: Reservation) -> int:
+    if r.opaque:
+        return r.cycles
+    return int(max(v[-1, 1] for v in list(r.rows.values()) + [s for s in r.slots if len(s)]))
+
+
+def earliest_start(active, tasks, now: int) -> tuple[int, int]:
+    """The earliest time >= `now` at which a node's children may start `tasks` (the distinct
+    reservations of one piece's child tasks), and the rotation of their buffer slots, given the
+    `active` pieces before it, each (start, reservations, rotation). Every pair of an earlier and
+    a new task is checked (which child receives which is not tracked, so this is safe for any)."""
+    n = max((len(r.slots) for r in itertools.chain(tasks, *(b for _, b, _ in active))), default=0)
+    best = None
+    for rotation in range(max(1, n)):
+        t = now
+        changed = True
+        while changed:
+            changed = False
+            for start, before, rot in active:
+                for a in before:
+                    for b in tasks:
+                        s = a.next_allowed(b, t - start, (rotation - rot) % max(1, n))
+                        if s + start > t:
+                            t, changed = s + start, True
+        if best is None or t < best[0]:
+            best = (t, rotation)
+        if not active:
+            break
+    return best
+
+
+def slot_rows(holds, n_slots: int) -> list[list[tuple[int, int]]]:
+    """Buffer holds (start, end) given slots: each, in order of start, the lowest slot free then
+    (interval colouring: never more than `n_slots` are held at once)."""
+    slots: list[list[tuple[int, int]]] = [[] for _ in range(max(1, n_slots))]
+    for a, b in sorted(holds):
+        k = next((k for k, s in enumerate(slots) if not s or s[-1][1] <= a), None)
+        if k is None:
+            raise ValueError("more buffers held at once than the level has")
+        slots[k].append((a, b))
+    return slots
