@@ -64,6 +64,8 @@ def check_data_run(program, opcodes: dict | None = None) -> None:
             n, c, h, w = types[ins.operands[1]].shape
             t, l, b, r = pads(attrs)
             elems += 2 * n * c * (h + t + b) * (w + l + r)
+        if spec.decl is not None:       # an extension's body also holds its temporaries
+            elems += _temp_elements(spec, [types[n] for n in ins.operands], attrs)
         if 16 * elems > scratch:
             scratch, at = 16 * elems, ins
         n_ops = instruction_ops(ins, types, opcodes)
@@ -78,6 +80,23 @@ def check_data_run(program, opcodes: dict | None = None) -> None:
     if ops > limit("host_ops"):
         raise _over("host_ops", "a run on data computes", ops, _located(program, costly), hint,
                     " ops")
+
+
+def _temp_elements(spec, types, attrs) -> int:
+    """Elements of the temporaries of an extension's body on its largest piece (nested
+    extensions' own temporaries included), as a run on data allocates them."""
+    from isa.extensions import leaf_pieces
+    n_out, most = spec.outputs, 0
+    for piece, _ in leaf_pieces(spec.decl, tuple(types), distinct=True):
+        body = spec.body(piece[:n_out], piece[n_out:], attrs)
+        ptypes = body.types
+        elems = sum(t.type.size for t in body.tensors if t.role is None)
+        for ins in body.instructions:
+            sub = spec.table[ins.opcode]
+            if sub.decl is not None:
+                elems += _temp_elements(sub, [ptypes[n] for n in ins.operands], sub.full_attrs(ins.attr))
+        most = max(most, elems)
+    return most
 
 
 def _located(program, item):

@@ -263,6 +263,35 @@ def _extension_program(rng, opcode: str):
         lines = [_decl("x", "f32", (n, c, d, h, w), "input"),
                  _decl("w", "f32", (o, c, kd, kh, kw), "param"), _decl("y", "f32", out, "output")]
         body = f"conv3d y, x, w, stride={s}, pad={p}"
+    elif opcode in ("layernorm", "rmsnorm"):
+        rows, c = r(1, 30), r(1, 64)
+        lines = [_decl("x", "f32", (rows, c), "input"), _decl("g", "f32", (c,), "param"),
+                 _decl("y", "f32", (rows, c), "output")]
+        if opcode == "layernorm":
+            lines.append(_decl("b", "f32", (c,), "param"))
+        eps = f", eps={r(1, 9)}e-{r(1, 6)}" if r(0, 1) else ""
+        body = f"{opcode} y, x, g{', b' if opcode == 'layernorm' else ''}{eps}"
+    elif opcode in ("gelu", "gelu_tanh", "silu"):
+        shape = (r(1, 30), r(1, 60))
+        lines = [_decl("x", "f32", shape, "input"), _decl("y", "f32", shape, "output")]
+        body = f"{opcode} y, x"
+    elif opcode == "rope":
+        rows, s, h = r(1, 6), r(1, 12), r(1, 8)
+        lines = [_decl("x", "f32", (rows, s, 2 * h), "input"), _decl("cos", "f32", (s, h), "param"),
+                 _decl("sin", "f32", (s, h), "param"), _decl("y", "f32", (rows, s, 2 * h), "output")]
+        body = "rope y, x, cos, sin"
+    elif opcode in ("attention", "causal_attention"):
+        g, heads, t, d, e = r(1, 3), r(1, 3), r(1, 40), r(1, 12), r(1, 12)
+        s = r(1, t)
+        lines = [_decl("q", "f32", (g, heads, s, d), "input"), _decl("kt", "f32", (g, 1, d, t), "input"),
+                 _decl("v", "f32", (g, 1, t, e), "input"), _decl("o", "f32", (g, heads, s, e), "output"),
+                 _decl("m", "f32", (g, heads, s), "output"), _decl("l", "f32", (g, heads, s), "output")]
+        body = "attention o, m, l, q, kt, v"
+        if opcode == "causal_attention":
+            lines += [_decl("qp", "i32", (s,)), _decl("kp", "i32", (t,))]
+            window = f", window={r(1, t)}" if r(0, 2) == 0 else ""
+            body = (f"fill qp, value={t - s}, step=1\nfill kp, value=0, step=1\n"
+                    f"causal_attention o, m, l, q, kt, v, qp, kp{window}")
     else:   # nb_classify
         n, f, k = r(1, 60), r(1, 20), r(1, 10)
         lines = [_decl("x", "f32", (n, f), "input"), _decl("loglik", "f32", (f, k), "param"),
@@ -422,6 +451,8 @@ def machines(**kw):
 CORE_OPCODES = sorted(OPCODES)
 #: extension instructions of programs/lib/ and the library declaring each
 LIBRARY_OF = {"softmax": "softmax", "topk": "topk", "conv3d": "conv3d",
-              "nb_classify": "naive_bayes"}
+              "nb_classify": "naive_bayes", "layernorm": "layernorm", "rmsnorm": "rmsnorm",
+              "gelu": "gelu", "gelu_tanh": "gelu", "silu": "silu", "rope": "rope",
+              "attention": "attention", "causal_attention": "attention"}
 EXTENSION_OPCODES = sorted(LIBRARY_OF)
 ALL_OPCODES = CORE_OPCODES + EXTENSION_OPCODES
