@@ -17,8 +17,7 @@ from isa.errors import UserError
 __all__ = ["plot_pareto", "AXES"]
 
 #: the metrics an axis may show: name -> (column, lower is better, label)
-AXES = {**{o: (c, low, c.replace("_", " ")) for o, (c, low) in OBJECTIVES.items()},
-        "area_mm2": ("area_mm2", True, "area (mm2)"), "power_w": ("power_w", True, "power (W)")}
+AXES = {o: (c, low, c.replace("_", " ")) for o, (c, low) in OBJECTIVES.items()}
 #: the most front points labelled
 MAX_LABELS = 8
 
@@ -113,7 +112,7 @@ def plot_pareto(results: str | Path, out: str | Path, x: str = "latency",
         ax.scatter([float(base[cx])], [float(base[cy])], marker="*", s=160, color="black",
                    label=f"base ({base['name']})", zorder=5)
     for name, draw, axis in ((x, ax.axvline, "x"), (y, ax.axhline, "y")):
-        column = f"budget_{name}" if name in CONSTRAINTS else None
+        column = f"budget_{AXES[name][0]}" if AXES[name][0] in CONSTRAINTS else None
         if column in header:
             budget = next((_float(r[column], column, path, line) for line, r in rows
                            if r[column]), None)

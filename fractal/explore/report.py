@@ -60,6 +60,8 @@ def dominates(a: dict, b: dict, objectives) -> bool:
     better = False
     for o in objectives:
         col, low = OBJECTIVES[o]
+        if a.get(col) is None or b.get(col) is None:
+            return False                    # a point that never ran dominates nothing
         x, y = (a[col], b[col]) if low else (b[col], a[col])
         if x > y:
             return False

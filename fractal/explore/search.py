@@ -108,6 +108,7 @@ class _Study:
                 pending[self._name(p)] -= 1
                 if not pending[self._name(p)]:
                     self._finish(p, pre, runs, results)
+        self.bar.update(len(points) - len(todo))       # points this study had already
         return [self.rows[self._name(p)] for p in points]
 
     def _finish(self, p: DesignPoint, pre: dict, runs: dict, results: dict):

@@ -22,7 +22,8 @@
     power_w = 120
 
     [search]
-    objectives = ["latency", "energy"]     # latency, energy, edp, perf_per_mm2, perf_per_w
+    objectives = ["latency", "energy"]     # latency, energy, edp, perf_per_mm2, perf_per_w,
+                                           # area, power
     method = "auto"                        # grid, nsga2, tpe; auto: grid when it is small
     trials = 100
     seed = 0
@@ -51,7 +52,8 @@ __all__ = ["Spec", "Parameter", "Workload", "load_spec", "spec_from_dict", "OBJE
 OBJECTIVES = {"latency": ("latency_seconds", True), "energy": ("energy_joules", True),
               "edp": ("edp_joule_seconds", True),
               "perf_per_mm2": ("ops_per_second_per_mm2", False),
-              "perf_per_w": ("ops_per_second_per_watt", False)}
+              "perf_per_w": ("ops_per_second_per_watt", False),
+              "area": ("area_mm2", True), "power": ("power_w", True)}
 #: constraint -> its column (each an upper bound)
 CONSTRAINTS = {"area_mm2": "area_mm2", "power_w": "power_w", "leaves": "leaves"}
 METHODS = ("auto", "grid", "nsga2", "tpe")
@@ -447,7 +449,8 @@ def spec_from_dict(data: dict, file: str = "<spec>") -> Spec:
         errors.append(UserError("a spec needs 'machine', the base machine: a preset "
                                 f"({', '.join(PRESETS)}) or a machine file", f"{file}: machine"))
     else:
-        path = name if name in PRESETS else str(folder / name)
+        path = str(folder / name) if name not in PRESETS and (name.endswith(".toml") or
+                                                          "/" in name) else name
         try:
             base = preset(path)
         except UserError as e:

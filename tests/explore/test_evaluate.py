@@ -1,0 +1,59 @@
+"""The explorer's memoized runs give the rows of fresh runs: plans shared between machines with
+the same lower levels, and rows derived within a timing class (clock, process node, energy
+figures)."""
+import dataclasses
+
+from compiler import compile_program
+from fractal import api
+from fractal.explore.evaluate import Evaluation, Memo
+from fractal.sweep import timing_row
+from machine import preset
+
+from tests.explore.helpers import ROOT
+
+
+def _variant(m, root=None, leaf=None, **top):
+    levels = (dataclasses.replace(m.levels[0], **(root or {})), *m.levels[1:-1],
+              dataclasses.replace(m.levels[-1], **(leaf or {})))
+    return dataclasses.replace(m, levels=levels, **top)
+
+
+def test_plans_of_shared_lower_levels_are_those_of_a_fresh_compile():
+    program = api.load_program(ROOT / "programs" / "mlp.fasm")
+    base = preset("tiny").rescaled(2, 4)
+    memo = Memo()
+    memo.compile(program, base)
+    before = {suffix: set(tasks) for suffix, tasks in memo.plans.items()}
+    other = _variant(base, root={"decode_cycles": 9, "link_latency": 7})
+    plan = memo.compile(program, other)
+    assert plan == compile_program(program, other)
+    # the levels below the root are the same machine's: their plans are the first one's
+    below = [(task, lv) for task, lv in plan.table if lv >= 1]
+    shared = [(task, lv) for task, lv in below
+              if task in before.get((lv, other.levels[lv:], other.compute), ())]
+    assert shared and len(below) > 0
+    assert not any(task in before.get((0, other.levels, other.compute), ())
+                   for task, lv in plan.table if lv == 0)      # a root of its own
+
+
+def test_rows_within_a_timing_class_are_those_of_fresh_runs():
+    program = api.load_program(ROOT / "programs" / "logreg.fasm")
+    base = preset("tiny")
+    memo = Memo()
+    variants = [base, dataclasses.replace(base, frequency_hz=0.7e9, process_nm=7.0),
+                _variant(base, root={"static_watts": 2.5, "memory_pj_per_byte": 3.0},
+                         leaf={"link_pj_per_byte": 0.5, "memory_technology": "hbm"}),
+                dataclasses.replace(base, compute=dataclasses.replace(base.compute,
+                                                                      mac_pj_per_op=0.9))]
+    for m in variants:
+        got = memo.evaluate(Evaluation("k", "logreg", program, m))
+        assert got == timing_row(program, m, "logreg"), m
+    assert memo.stats == {"runs": 1, "derived": 3}
+
+
+def test_a_machine_the_program_does_not_fit_gives_the_fresh_message():
+    program = api.load_program(ROOT / "programs" / "logreg.fasm")
+    small = _variant(preset("tiny"), leaf={"memory_bytes": 16})
+    memo = Memo()
+    kind, row = memo.evaluate(Evaluation("k", "logreg", program, small))
+    assert (kind, row) == timing_row(program, small, "logreg") and "cannot be fitted" in row["error"]

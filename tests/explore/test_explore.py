@@ -1,0 +1,106 @@
+"""The explorer on a small space: its front is the brute-forced front of fresh runs, infeasible
+points keep their reasons, a resumed exploration runs nothing again, and a chosen machine
+written back loads as the same machine."""
+import csv
+import itertools
+
+import pytest
+
+from fractal import api
+from fractal.explore import explore
+from fractal.explore.writeback import write_machine
+from isa.errors import UserError
+from machine import load_machine, machine_area
+from tests.explore.helpers import folder, machine_at
+
+PARAMS = {"frequency_hz": [0.5e9, 1e9], "fanout": [2, 4, 8], "level.root.memory_bandwidth": [8, 64],
+          "level.root.memory_bytes": [65536], "level.leaf.memory_bytes": [16, 4096]}
+AREA, POWER = 0.6, 1.5
+
+
+@pytest.fixture(scope="module")
+def study(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("explore")
+    result = explore(folder(tmp), tmp / "out", workers=1, progress=False)
+    return tmp, result
+
+
+def brute_force():
+    """Every point run fresh (`api.run`), judged and compared here: {values: metrics or reason}
+    and the front, by the definition."""
+    programs = [(api.load_program(f"{d}"), w) for d, w in ((LOGREG, 1), (MATMUL, 2))]
+    outcome = {}
+    for combo in itertools.product(*PARAMS.values()):
+        values = dict(zip(PARAMS, combo))
+        m = machine_at(values)
+        area = machine_area(m).total
+        if area > AREA:
+            outcome[combo] = "area"
+            continue
+        try:
+            runs = [(api.run(p, m, functional=False), w) for p, w in programs]
+        except UserError as e:
+            outcome[combo] = "fit: " + e.message
+            continue
+        latency = sum(w * r.seconds for r, w in runs)
+        power = max(r.energy_joules / r.seconds for r, _ in runs)
+        outcome[combo] = "power" if power > POWER else (latency, area)
+    feasible = {c: v for c, v in outcome.items() if isinstance(v, tuple)}
+    front = {c for c, v in feasible.items()
+             if not any(o[0] <= v[0] and o[1] <= v[1] and o != v for o in feasible.values())}
+    return outcome, front
+
+
+LOGREG, MATMUL = "logreg.fasm", "matmul.fasm"
+
+
+def test_the_front_is_the_brute_forced_front_of_fresh_runs(study, monkeypatch):
+    tmp, result = study
+    monkeypatch.chdir(tmp)
+    outcome, front = brute_force()
+    rows = {tuple(r[p] for p in PARAMS): r for r in result.points if not r["is_base"]}
+    assert set(rows) == set(outcome)                # every point of the grid, none dropped
+    for combo, expected in outcome.items():
+        r = rows[combo]
+        if isinstance(expected, tuple):
+            assert r["feasible"] and (r["latency_seconds"], r["area_mm2"]) == expected
+        else:
+            assert not r["feasible"]
+    assert {c for c, r in rows.items() if r["on_front"]} == front
+    assert len(front) >= 2
+
+
+def test_infeasible_points_are_kept_with_their_reason(study):
+    _, result = study
+    reasons = [r["reason"] for r in result.points if not r["feasible"]]
+    assert any(r.startswith("area_mm2 ") and "over the budget of 0.6 mm2" in r for r in reasons)
+    assert any(r.startswith("power_w ") and "over the budget of 1.5 W" in r for r in reasons)
+    assert any(r.startswith("workload logreg: ") and "cannot be fitted" in r for r in reasons)
+    tmp, _ = study
+    with open(tmp / "out" / "points.csv", newline="") as f:
+        written = list(csv.DictReader(f))
+    assert len(written) == len(result.points) == 25     # 24 points and the base
+    assert {r["reason"] for r in written if r["feasible"] == "false"} == set(reasons)
+
+
+def test_a_resumed_exploration_runs_nothing_again(study):
+    tmp, result = study
+    before = (tmp / "out" / "points.csv").read_text()
+    with pytest.raises(UserError, match="holds an exploration already"):
+        explore(tmp / "spec.toml", tmp / "out", workers=1, progress=False)
+    again = explore(tmp / "spec.toml", tmp / "out", workers=1, progress=False, resume=True)
+    assert result.ran > 0 and again.ran == 0
+    assert (tmp / "out" / "points.csv").read_text() == before
+
+
+def test_a_machine_written_back_loads_with_the_chosen_parameters(study):
+    tmp, result = study
+    chosen = next(r for r in result.points if r["on_front"] and not r["is_base"])
+    full, m, _ = write_machine(result.store, chosen["key"][:10], str(tmp / "chosen.toml"))
+    loaded = load_machine(tmp / "chosen.toml")
+    assert full == chosen["key"] and loaded == m and loaded.name == chosen["name"]
+    values = {p: chosen[p] for p in PARAMS}
+    assert (loaded.frequency_hz, loaded.fanouts[0], loaded.levels[0].memory_bandwidth,
+            loaded.levels[0].memory_bytes, loaded.levels[1].memory_bytes) == tuple(values.values())
+    assert loaded == machine_at(values).__class__(**{**vars(machine_at(values)),
+                                                     "name": m.name, "description": m.description})
