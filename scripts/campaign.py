@@ -35,8 +35,9 @@ from tests.fuzz.exhaust import (CONTRACT_BYTES, CONTRACT_SECONDS, contract_probl
 
 KINDS = CASE_KINDS + ("exhaust",)
 #: share of each kind in the campaign
-WEIGHTS = {"valid": 0.13, "program": 0.16, "machine": 0.12, "data": 0.11, "args": 0.11,
-           "files": 0.08, "limits": 0.08, "mapping": 0.06, "store": 0.03, "exhaust": 0.12}
+WEIGHTS = {"valid": 0.13, "program": 0.13, "machine": 0.12, "data": 0.11, "args": 0.11,
+           "files": 0.08, "limits": 0.08, "mapping": 0.06, "store": 0.03, "explore": 0.03,
+           "exhaust": 0.12}
 REAL_EVERY = 100
 
 

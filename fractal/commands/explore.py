@@ -42,7 +42,7 @@ def run(args, out) -> int:
     if args.machine is not None:
         from fractal.explore.spec import spec_from_dict
         from machine.description import read_toml
-        data = read_toml(args.spec, "explore spec", "SPEC")
+        data = read_toml(args.spec, "explore spec", args.spec)
         data["machine"] = str(Path(args.machine).resolve()) if args.machine not in (
             "tiny", "f1", "f100") else args.machine
         preset(args.machine)                     # a bad --machine is located at --machine

@@ -469,4 +469,4 @@ def spec_from_dict(data: dict, file: str = "<spec>") -> Spec:
 
 def load_spec(path: str | Path) -> Spec:
     """Read and validate an explore spec (TOML)."""
-    return spec_from_dict(read_toml(path, "explore spec", "SPEC"), str(path))
+    return spec_from_dict(read_toml(path, "explore spec", str(path)), str(path))

@@ -39,7 +39,8 @@ from tests.fuzz import mutate
 from tests.strategies import any_program, close_to_reference, machine_toml, random_machine
 
 ROOT = Path(__file__).resolve().parents[2]
-KINDS = ("valid", "program", "machine", "data", "args", "files", "limits", "mapping", "store")
+KINDS = ("valid", "program", "machine", "data", "args", "files", "limits", "mapping", "store",
+         "explore")
 CASE_SECONDS = 30           # a case that runs longer is reported as a hang
 
 
@@ -424,6 +425,54 @@ def store_case(rng) -> Case:
     return Case("store", how, argv, {"s.sqlite": bytes(data)}, None, "store")
 
 
+#: what an explore case may vary, with values near and beyond tiny's
+EXPLORE_VARY = {"frequency_hz": [[0.5e9, 1e9], [1e9], [2e3, 1e9]],
+                "fanout": [[2, 4], [1, 3], [4]],
+                "level.root.memory_bandwidth": [[8, 64], [16], {"from": 8, "to": 64, "factor": 2}],
+                "level.leaf.memory_bytes": [[16, 4096], [4096, 8192]],
+                "level.all.link_bandwidth": [[4, 16]],
+                "compute.mac_ops_per_cycle": [[16, 64]], "compute.mac_array": [[[2, 4], [4, 4]]]}
+
+
+def explore_case(rng) -> Case:
+    """An explore spec near a valid one (tiny, a small program, a few parameters, budgets, a
+    grid or a short NSGA-II search), maybe mutated in its text or one of its values, explored
+    on one worker: explored, or refused located."""
+    program = _small_program(rng)
+    vary: dict = {}
+    for name in rng.permutation(sorted(EXPLORE_VARY))[:int(rng.integers(1, 4))]:
+        table = vary
+        parts = str(name).split(".")
+        for part in parts[:-1]:
+            table = table.setdefault(part, {})
+        table[parts[-1]] = _pick(rng, EXPLORE_VARY[name])
+    objectives = [str(o) for o in rng.permutation(["latency", "energy", "edp", "perf_per_mm2",
+                                                   "perf_per_w", "area", "power"])
+                  [:int(rng.integers(1, 3))]]
+    search = {"objectives": objectives}
+    if rng.random() < 0.3:
+        search.update(method=_pick(rng, ["nsga2", "tpe"]), trials=int(rng.integers(1, 7)),
+                      seed=int(rng.integers(0, 100)))
+    spec = {"machine": "tiny", "workload": [{"program": "p.fasm"}], "vary": vary,
+            "constraints": {k: _pick(rng, ["base", 1, 30.0, 64]) for k in
+                            ("area_mm2", "power_w", "leaves") if rng.random() < 0.4},
+            "search": search}
+    how = "spec"
+    if rng.random() < 0.3:
+        data, how = mutate.mutate_text(rng, mutate.toml_text(spec))
+    else:
+        if rng.random() < 0.4:
+            table = _pick(rng, [spec, spec["search"], spec["vary"], spec["workload"][0]])
+            key = _pick(rng, list(table) + ["extra"])
+            table[key] = _pick(rng, [0, -1, "x", 1.5, True, [], [0], {"from": 9, "to": 1,
+                                                                     "step": 1}, 10**30])
+            how = f"value:{key}"
+        data = mutate.toml_text(spec).encode()
+    files = {"p.fasm": program.source.encode(), "spec.toml": data}
+    return Case("explore", how, ["explore", "spec.toml", "-o", "out", "--workers", "1"], files,
+                None, "explore")
+
+
 def _big_root() -> bytes:
     """`tiny` with a root memory of 1 EiB, the most a machine file allows: timing-only runs."""
     from machine import preset
@@ -436,7 +485,7 @@ def _big_root() -> bytes:
 
 MAKERS = {"valid": valid_case, "program": program_case, "machine": machine_case,
           "data": data_case, "args": args_case, "files": files_case, "limits": limits_case,
-          "mapping": mapping_case, "store": store_case}
+          "mapping": mapping_case, "store": store_case, "explore": explore_case}
 
 
 def make_case(rng, kind: str) -> Case:
@@ -576,6 +625,16 @@ def _store_located(where: str, message: str) -> bool:
     return where.startswith(("s.sqlite", "--store")) and "s.sqlite" in where + message
 
 
+def _explore_located(where: str, message: str) -> bool:
+    if where.startswith("spec.toml: ") and len(where) > len("spec.toml: "):
+        return True                                  # FILE: KEY PATH
+    if FILE_LINE_COL.match(where) and where.startswith("spec.toml:"):
+        return True                                  # FILE:LINE:COL of a TOML syntax error
+    if where == "spec.toml":
+        return True                                  # the file itself (not UTF-8, ...)
+    return _program_located(where, message)          # the program a workload names
+
+
 def located(case: Case, stderr: str) -> list[str]:
     """The rejection problems of a status-2 outcome: unlocated or wrongly located errors."""
     lines = error_lines(stderr)
@@ -592,6 +651,7 @@ def located(case: Case, stderr: str) -> list[str]:
               "args": lambda: _args_located(where, message, case),
               "mapping": lambda: _mapping_located(where, message),
               "store": lambda: _store_located(where, message),
+              "explore": lambda: _explore_located(where, message),
               "any": lambda: True}[case.locate]()
         if not ok and case.kind == "limits":
             ok = _args_located(where, message, case) or _machine_located(where, message)
