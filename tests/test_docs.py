@@ -52,6 +52,8 @@ SKIP = [
     ("dask worker", "needs a Dask cluster"),
     ("--dask tcp://", "needs a Dask cluster"),
     ("fractal reproduce -o docs/reproduction.md", "minutes of work; tests/reproduce covers it"),
+    ("f1_neighbourhood.toml -o f1-study", "minutes of work (docs/explore.md gives its result); "
+                                          "tests/explore covers the explorer"),
 ]
 
 

@@ -130,7 +130,9 @@ def _summary(result) -> str:
     for o, c in zip(objectives, cols):
         if not feasible:
             break
-        pick = (min if OBJECTIVES[o][1] else max)(feasible, key=lambda r: r[c])
+        # ties go to the point better in the other objectives, in their order
+        pick = min(feasible, key=lambda r: [r[OBJECTIVES[k][0]] * (1 if OBJECTIVES[k][1] else -1)
+                                            for k in (o, *objectives)])
         lines.append(f"| {o} | {pick['name']} | {_fmt(pick[c])} | {_fmt(base.get(c))} | "
                      f"{differences(pick, base, spec)} |")
     lines += ["", "## The Pareto front", "",
