@@ -26,6 +26,7 @@ TABLE = {
     "baseline measure": {"--output", "--json"},
     "baseline gpus": {"--json"},
     "store export": {"--output"},
+    "explore": {"--machine", "--output"},
 }
 SHARED = {"--machine": "-m", "--depth": None, "--fanout": None, "--gpu": None,
           "--precision": None, "--factors": None, "--json": None, "--output": "-o"}
