@@ -51,8 +51,8 @@ def run(args, out) -> int:
     result = explore(spec, folder, args.store, args.workers, args.dask, args.resume,
                      progress=sys.stderr.isatty())
     feasible = sum(r["feasible"] for r in result.points)
-    print(f"{len(result.points)} design points in {Path(folder) / POINTS} ({result.ran} runs "
-          f"made now, the others from the results store {result.store}): {feasible} feasible, "
-          f"{len(result.front)} on the front; the best machines in {Path(folder) / SUMMARY}",
-          file=out)
+    print(f"{len(result.points)} design points in {Path(folder) / POINTS} ({result.ran} "
+          f"evaluations made now, the others from the results store {result.store}): "
+          f"{feasible} feasible, {len(result.front)} on the front; the best machines in "
+          f"{Path(folder) / SUMMARY}", file=out)
     return 0

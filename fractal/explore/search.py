@@ -4,8 +4,8 @@ or an optuna sampler, and write the outcome.
 Every run is the sweep's timing-only evaluation under the sweep's key (`fractal.sweep`), looked
 up in the results store first, so a resumed exploration, a second explorer on the same store and
 a sweep share their runs. Missing runs go to local worker processes or a Dask cluster
-(`fractal.sweep`'s machinery), grouped by timing class so that one worker reuses what it
-planned (`fractal.explore.evaluate`). Each run is stored the moment it arrives.
+(`fractal.sweep`'s machinery), grouped by their levels below the root and by timing class,
+so that one worker reuses what it planned (`fractal.explore.evaluate`). Each run is stored the moment it arrives.
 
 The grid evaluates every point of the space. NSGA-II (several objectives) or TPE (one) propose
 `trials` points, BATCH at a time, told back in the order asked: a seeded search proposes the
@@ -83,11 +83,14 @@ class _Study:
                     inputs = timing_inputs(w.program, p.machine, self.digests[i])
                     runs[evaluation_key(TIMING, inputs)] = (p, i, inputs)
         results = self.db.get_many(runs)
-        jobs: dict = {}
+        # by the levels below the root, then by timing class: a worker that runs one group
+        # reuses the lower levels' plans across its classes and derives within each class
+        groups: dict = {}
         for key, (p, i, _) in runs.items():
             if key not in results:
                 w = self.spec.workloads[i]
-                jobs.setdefault(timing_class(p.machine), []).append(
+                c = timing_class(p.machine)
+                groups.setdefault((c.levels[1:], c.compute), {}).setdefault(c, []).append(
                     Evaluation(key, w.label, w.program, p.machine))
         pending = dict.fromkeys((self._name(p) for p in todo), 0)
         for key, (p, _, _) in runs.items():
@@ -95,8 +98,11 @@ class _Study:
         for p in todo:
             if not pending[self._name(p)]:
                 self._finish(p, pre, runs, results)
-        jobs = [Job(tuple(runs_)) for runs_ in jobs.values()]
-        n = max(1, min(os.cpu_count() or 1, len(jobs))) if self.workers is None else self.workers
+        n = (os.cpu_count() or 1) if self.workers is None else self.workers
+        jobs = ([Job(tuple(e for c in g.values() for e in c)) for g in groups.values()]
+                if len(groups) >= n or self.dask is not None else
+                [Job(tuple(c)) for g in groups.values() for c in g.values()])
+        n = max(1, min(n, len(jobs)))
         for _, done in (_results(jobs, n, self.dask, run_job) if jobs else ()):
             for key, (kind, value) in done:
                 if kind == "internal":

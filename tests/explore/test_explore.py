@@ -104,3 +104,43 @@ def test_a_machine_written_back_loads_with_the_chosen_parameters(study):
             loaded.levels[0].memory_bytes, loaded.levels[1].memory_bytes) == tuple(values.values())
     assert loaded == machine_at(values).__class__(**{**vars(machine_at(values)),
                                                      "name": m.name, "description": m.description})
+
+
+def test_a_seeded_search_proposes_the_same_points_again(study):
+    pytest.importorskip("optuna")
+    from tests.explore.helpers import SPEC
+    tmp, result = study
+    spec = tmp / "nsga.toml"
+    spec.write_text(SPEC.replace('objectives = ["latency", "area"]',
+                                 'objectives = ["latency", "area"]\nmethod = "nsga2"\n'
+                                 'trials = 12\nseed = 5'))
+    first = explore(spec, tmp / "nsga", store=result.store, workers=1, progress=False)
+    again = explore(spec, tmp / "nsga", store=result.store, workers=1, progress=False,
+                    resume=True)
+    assert first.points == again.points and again.ran == 0
+    assert 1 < len(first.points) <= 13
+    feasible = [r for r in first.points if r["feasible"]]
+    for r in feasible:          # the front over what the search evaluated, by the definition
+        beaten = any(o["latency_seconds"] <= r["latency_seconds"] and o["area_mm2"] <= r["area_mm2"]
+                     and o is not r and (o["latency_seconds"], o["area_mm2"]) !=
+                     (r["latency_seconds"], r["area_mm2"]) for o in feasible)
+        assert r["on_front"] == (not beaten)
+
+
+def test_the_commands_explore_plot_and_write_back(study):
+    import io
+    from fractal.cli import main
+    tmp, result = study
+    out = io.StringIO()
+    assert main(["explore", str(tmp / "spec.toml"), "-o", str(tmp / "cli"), "--store",
+                 result.store, "--workers", "1"], out) == 0
+    assert "25 design points" in out.getvalue() and "(0 evaluations made now" in out.getvalue()
+    assert main(["plot", str(tmp / "cli" / "points.csv"), "--kind", "pareto", "--x", "latency",
+                 "--y", "area", "-o", str(tmp / "front.png")], out) == 0
+    assert (tmp / "front.png").stat().st_size > 10_000
+    (tmp / "bad.toml").write_text((tmp / "spec.toml").read_text().replace("fanout", "fan_out"))
+    err = io.StringIO()
+    import contextlib
+    with contextlib.redirect_stderr(err):
+        assert main(["explore", str(tmp / "bad.toml"), "-o", str(tmp / "bad")], out) == 2
+    assert f"{tmp / 'bad.toml'}: vary.fan_out: error: unknown key 'fan_out'" in err.getvalue()
