@@ -13,6 +13,12 @@ output region, then 1 where the call brings the first partial of that region; th
 each call from its own regions, storing the first partial and adding the others (g=add) into
 `out`. The rows of one output region are consecutive and in the plan's order; distinct regions
 are disjoint, so they may be computed in parallel. It is used only where that is exactly what the node does.
+A node whose split children are themselves such batches lists all the leaves below it, their
+regions moved into its own coordinates, so that one call computes the whole subtree: a leaf brings
+the first partial of its region when it does in its parent and its parent does here. The partials
+of a region are then added one by one into the node's output, in the plan's order, where the
+per-leaf path sums each child's partials before adding them (the same terms; float sums may differ
+in the last place).
 """
 from __future__ import annotations
 
@@ -54,18 +60,36 @@ def _offsets(task, amap) -> list:
     return list(amap.positions) or [None] * task.spec.outputs
 
 
-def _tiles(node: NodePlan, calls: list, offsets: list, batch: dict | None) -> np.ndarray | None:
-    """The tile table of a node whose children all run `batch[opcode]`, else None."""
+def _tiles(plan: Plan, node: NodePlan, calls: list, offsets: list, batch: dict | None,
+           cache: dict) -> np.ndarray | None:
+    """The tile table of a node whose leaves all run `batch[opcode]`, else None: one row per leaf
+    below the node, in the node's coordinates, grouped by output region in plan order."""
     task = node.task
     if (not batch or task.opcode not in batch or task.ext or node.reduce not in (None, Reduction.ADD)
-            or len(offsets) != 1 or offsets[0] is not None
-            or any(child.kind == PlanKind.SPLIT for child, *_ in calls)):
+            or len(offsets) != 1 or offsets[0] is not None):
         return None
-    rows = [[b for s in in_slices + out_slices for sl in s for b in (sl.start, sl.stop)] + [first]
-            for _, in_slices, out_slices, _, first in calls]
     n_out = 2 * len(calls[0][2][0])
-    region = {}
-    for row in rows:                        # grouped by output region, in plan order in each
+    rows = []
+    leaves_of = {}                          # a node-level output region -> its leaf regions
+    for child, in_slices, out_slices, _, first in calls:
+        bounds = [b for s in in_slices + out_slices for sl in s for b in (sl.start, sl.stop)]
+        if child.kind != PlanKind.SPLIT:
+            part = np.array([bounds + [first]], np.int64)
+        else:
+            below = _entry(plan, child, cache, batch)[3]
+            if below is None:
+                return None
+            shift = [sl.start for s in in_slices + out_slices for sl in s for _ in (0, 1)]
+            part = below[0] + np.array(shift + [0], np.int64)
+            if not first:
+                part[:, -1] = 0
+        regions = {tuple(r) for r in part[:, -1 - n_out:-1].tolist()}
+        # the partials of one region must be cut alike, or their leaf regions would overlap
+        if leaves_of.setdefault(tuple(bounds[-n_out:]), regions) != regions:
+            return None
+        rows.append(part)
+    region: dict = {}
+    for row in np.concatenate(rows).tolist():   # grouped by output region, in plan order in each
         region.setdefault(tuple(row[-1 - n_out:-1]), []).append(row)
     return np.array([row for group in region.values() for row in group], np.int64)
 
@@ -78,7 +102,7 @@ def _entry(plan: Plan, node: NodePlan, cache: dict, batch: dict | None) -> tuple
         amap = access_map(node.task)
         red = [a for a, ax in enumerate(amap.axes) if ax.reduce]
         calls, offsets = _child_calls(plan, node), _offsets(node.task, amap)
-        tiles = _tiles(node, calls, offsets, batch)
+        tiles = _tiles(plan, node, calls, offsets, batch, cache)
         if tiles is not None:
             adding = tiles.copy()
             adding[:, -1] = 0

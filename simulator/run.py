@@ -13,7 +13,8 @@ from isa.errors import InternalError, UserError
 from machine.area import machine_area
 from simulator.energy import plan_energy
 from simulator.engine import Engine
-from simulator.kernels import LEAF_BATCH_KERNELS, LEAF_KERNELS
+from simulator.batch_kernels import LEAF_BATCH_KERNELS
+from simulator.kernels import LEAF_KERNELS
 from simulator.report import InstructionReport, Report, check_report
 
 __all__ = ["simulate", "compute_outputs", "EXACT_MODE_LIMIT"]

@@ -7,6 +7,7 @@ import pytest
 
 import fractal
 from compiler import compile_program, execute_plan
+from compiler.plan import level_counts
 from isa.checker import parse_program
 from isa.reference import generate_feeds
 from simulator import kernels
@@ -92,22 +93,25 @@ def test_the_batched_matmul_reads_strided_and_read_only_regions_in_place(monkeyp
 
 @pytest.mark.parametrize("shape, machine", [((96, 200, 72), ("f1", 2, (3, 2))),
                                             ((64, 512, 64), ("f1", 3, 4))])
-def test_batched_leaves_read_their_parents_regions_in_place(monkeypatch, shape, machine):
-    # below the root, a node's operands are views of its parent's (strided where the parent cut
-    # columns); every sgemm call reads those views themselves
+def test_a_node_runs_all_the_leaves_below_it_in_one_call_reading_its_arrays_in_place(
+        monkeypatch, shape, machine):
+    # the root's children are split nodes; their leaves' regions, moved into the root's
+    # coordinates, make one table, and the one call's sgemm reads the root's arrays themselves
     program = _matmul(*shape)
     plan = compile_program(program, fractal.build_machine(*machine))
+    assert all(child.kind == "split" for child in plan.table.values() if child.level == 1)
     feeds = generate_feeds(program, 2)
     seen, regions = _sgemm_operands(monkeypatch), []
 
     def recording(ins, attrs, tiles, out):
-        regions.append(ins)
+        regions.append((ins, tiles))
         LEAF_BATCH_KERNELS["matmul"](ins, attrs, tiles, out)
 
     got = execute_plan(plan, feeds, LEAF_KERNELS, {"matmul": recording})["c"]
-    assert len(seen) == len(regions) > 0
-    assert any(not x.flags.c_contiguous for ins in regions for x in ins)
-    for ins, operands in zip(regions, seen):
-        for x, (address, ld) in zip(ins, operands):
-            assert _reads_in_place(x, address, ld)
+    assert len(seen) == len(regions) == 1
+    (ins, tiles), = regions
+    leaves = sum(n for (task, level), n in level_counts(plan).items() if level == plan.machine.depth)
+    assert len(tiles) == leaves
+    for x, (address, ld) in zip(ins, seen[0]):
+        assert _reads_in_place(x, address, ld)
     np.testing.assert_allclose(got, feeds["a"].astype(np.float64) @ feeds["b"], rtol=1e-4, atol=1e-3)

@@ -1,0 +1,222 @@
+"""Leaf batches (simulator/batch_kernels.py): the leaves below a node computed in one call give
+what the leaves computed one by one give, and an independent numpy oracle's values.
+
+Where a node's leaves are its own children (a one-level machine), each region's partials are
+added in the same order as the per-leaf path adds them, so the results are equal bit for bit,
+in every data type. Deeper machines add the partials of a region one by one into the node's
+output, where the per-leaf path sums each child's first: equal up to float rounding, checked
+against the oracle at the reference's tolerance (tests/compiler/test_decompose.py)."""
+from collections import Counter
+
+import ml_dtypes
+import numpy as np
+import pytest
+
+import fractal
+from compiler import compile_program, execute_plan
+from isa.reference import generate_feeds, run_reference
+from simulator import batch_kernels
+from simulator.batch_kernels import LEAF_BATCH_KERNELS, _narrow
+from simulator.kernels import LEAF_KERNELS
+from tests.compiler.test_decompose import assert_same_outputs
+
+BF16 = np.dtype(ml_dtypes.bfloat16)
+#: one level of leaves (bit-for-bit), and deeper trees with 4 KiB or 512 KiB leaves
+ONE_LEVEL = [("tiny", 1, (8,)), ("f1", 1, (6,))]
+DEEPER = [("tiny",), ("tiny", 3, (2, 2, 4)), ("f1", 2, (4, 2)), ("f1", 3, 4)]
+
+
+def conv_program(dt: str, stride=1, pad="1", k=3, c=12, o=10, hw=(13, 11), n=2) -> str:
+    acc = "i32" if dt == "i8" else dt
+    h, w = hw
+    top, left, bottom, right = (int(p) for p in pad.split(",")) if "," in pad else (int(pad),) * 4
+    ho, wo = (h + top + bottom - k) // stride + 1, (w + left + right - k) // stride + 1
+    pad_attr = f"({pad})" if "," in pad else pad
+    return (f"tensor x : {dt}[{n}, {c}, {h}, {w}] input\ntensor w : {dt}[{o}, {c}, {k}, {k}] param\n"
+            f"tensor y : {acc}[{n}, {o}, {ho}, {wo}] output\n"
+            f"conv2d y, x, w, stride={stride}, pad={pad_attr}\n")
+
+
+def oracle_conv(x, w, stride, pads):
+    """float64 (int64 for integers) direct convolution with zero padding, tap by tap."""
+    x = x.astype(np.int64 if x.dtype.kind in "iu" else np.float64)
+    w = w.astype(x.dtype)
+    top, left, bottom, right = pads
+    xp = np.pad(x, ((0, 0), (0, 0), (top, bottom), (left, right)))
+    o, _, kh, kw = w.shape
+    ho = (xp.shape[2] - kh) // stride + 1
+    wo = (xp.shape[3] - kw) // stride + 1
+    y = np.zeros((x.shape[0], o, ho, wo), x.dtype)
+    for i in range(kh):
+        for j in range(kw):
+            patch = xp[:, :, i:i + stride * (ho - 1) + 1:stride, j:j + stride * (wo - 1) + 1:stride]
+            y += np.einsum("nchw,oc->nohw", patch, w[:, :, i, j])
+    return y
+
+
+def runs(program, machine, feeds):
+    """(batched, per-leaf) outputs, and how many batch calls each opcode made."""
+    plan = compile_program(program, fractal.build_machine(*machine))
+    calls: dict = {}
+
+    def counting(op):
+        def run(*args):
+            calls[op] = calls.get(op, 0) + 1
+            LEAF_BATCH_KERNELS[op](*args)
+        return run
+    batched = execute_plan(plan, feeds, LEAF_KERNELS, {op: counting(op) for op in LEAF_BATCH_KERNELS})
+    return batched, execute_plan(plan, feeds, LEAF_KERNELS), calls
+
+
+def equal(a, b) -> bool:
+    return a.dtype == b.dtype and np.array_equal(a.astype(np.float64), b.astype(np.float64),
+                                                  equal_nan=True)
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "i8"])
+@pytest.mark.parametrize("case", [dict(), dict(stride=2, pad="2,0,1,3", k=5),
+                                  dict(k=1, pad="0", c=40, o=24), dict(stride=3, pad="0", k=3)])
+def test_conv2d_batches_equal_the_leaves_bit_for_bit_on_one_level(dt, case):
+    program = fractal.load_program(conv_program(dt, **case))
+    feeds = generate_feeds(program, 5)
+    for machine in ONE_LEVEL:
+        batched, per_leaf, calls = runs(program, machine, feeds)
+        assert calls.get("conv2d") == 1
+        assert equal(batched["y"], per_leaf["y"]), machine
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "i8"])
+@pytest.mark.parametrize("case", [dict(c=24, o=20, hw=(17, 15)), dict(stride=2, pad="1,2,0,1", k=3)])
+def test_conv2d_batches_on_deeper_machines_match_the_oracle(dt, case):
+    program = fractal.load_program(conv_program(dt, **case))
+    feeds = generate_feeds(program, 6)
+    pad = case.get("pad", "1")
+    pads = tuple(int(p) for p in pad.split(",")) if "," in pad else (int(pad),) * 4
+    want = oracle_conv(feeds["x"], feeds["w"], case.get("stride", 1), pads)
+    reference = run_reference(program, feeds)
+    for machine in DEEPER:
+        batched, per_leaf, calls = runs(program, machine, feeds)
+        assert calls.get("conv2d", 0) <= 1            # the root's call covers every leaf
+        assert_same_outputs(batched, reference)
+        got = batched["y"].astype(np.float64)
+        if dt == "i8":
+            np.testing.assert_array_equal(batched["y"], want)
+            np.testing.assert_array_equal(per_leaf["y"], want)
+        elif dt == "f32":
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dt", ["f16", "bf16", "i8"])
+def test_matmul_batches_of_narrow_types_equal_the_leaves(dt):
+    acc = "i32" if dt == "i8" else dt
+    program = fractal.load_program(f"tensor a : {dt}[40, 300] input\ntensor b : {dt}[300, 36] param\n"
+                                   f"tensor c : {acc}[40, 36] output\nmatmul c, a, b\n")
+    feeds = generate_feeds(program, 7)
+    for machine in ONE_LEVEL:
+        batched, per_leaf, calls = runs(program, machine, feeds)
+        assert calls == {"matmul": 1} and equal(batched["c"], per_leaf["c"]), machine
+    reference = run_reference(program, feeds)
+    for machine in DEEPER[:2]:
+        assert_same_outputs(runs(program, machine, feeds)[0], reference)
+
+
+ELEMENTWISE = """
+tensor x : {dt}[3, 10, 9, 14] input
+tensor b : {dt}[1, 10, 1, 1] param
+tensor v : {dt}[14] param
+tensor k : {dt}[9, 14] param
+tensor s : {dt}[3, 10, 9, 14] output
+tensor d : {dt}[3, 10, 9, 14] output
+tensor m : {dt}[3, 10, 9, 14] output
+tensor q : {dt}[3, 10, 9, 14] output
+tensor r : {dt}[3, 10, 9, 14] output
+tensor g : {dt}[3, 10, 9, 14] output
+tensor t : {dt}[3, 10, 9, 14] output
+tensor e : {dt}[3, 10, 9, 14] output
+tensor p : {dt}[3, 10, 4, 7] output
+tensor a : {dt}[3, 10, 5, 8] output
+tensor f : {dt}[5, 14] output
+tensor f2 : {dt}[5, 14] input
+add s, x, b
+sub d, x, v
+mul m, x, k
+div q, x, k
+relu r, x
+sigmoid g, x
+tanh t, x
+exp e, x
+maxpool p, x, kernel=3, stride=2, pad=(0, 1, 1, 0)
+avgpool a, x, kernel=2, stride=2, pad=1
+add f, f2, v
+"""
+
+
+I32_ELEMENTWISE = """
+tensor x : i32[3, 10, 9, 14] input
+tensor b : i32[1, 10, 1, 1] param
+tensor v : i32[14] param
+tensor s : i32[3, 10, 9, 14] output
+tensor m : i32[3, 10, 9, 14] output
+tensor r : i32[3, 10, 9, 14] output
+add s, x, b
+mul m, x, v
+relu r, x
+"""
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "i32"])
+def test_elementwise_and_pooling_batches_equal_the_leaves_bit_for_bit(dt):
+    # broadcast sources of lower rank and of extent 1, windows with asymmetric padding; i32
+    # elementwise runs each leaf's own kernel in turn
+    program = fractal.load_program(I32_ELEMENTWISE if dt == "i32" else ELEMENTWISE.format(dt=dt))
+    feeds = generate_feeds(program, 8)
+    if dt != "i32":         # a quotient by nonzero values; a NaN among the sources
+        feeds["k"] = (np.abs(feeds["k"].astype(np.float32)) + 0.5).astype(feeds["k"].dtype)
+        feeds["x"][0, 0, 0, 0] = np.nan
+    per_opcode = Counter(ins.opcode for ins in program.instructions)
+    for machine in ONE_LEVEL + DEEPER:
+        batched, per_leaf, calls = runs(program, machine, feeds)
+        assert calls == per_opcode, machine         # one call per instruction
+        for name in per_leaf:
+            assert equal(batched[name], per_leaf[name]), (machine, name)
+
+
+def test_a_node_batches_its_leaves_through_every_level():
+    # 3 levels of 4-way splits: one call per instruction computes all 64 leaves' pieces
+    program = fractal.load_program(conv_program("f32", c=16, o=32, hw=(40, 40)))
+    feeds = generate_feeds(program, 9)
+    plan = compile_program(program, fractal.build_machine("f1", 3, 4))
+    seen = []
+    execute_plan(plan, feeds, LEAF_KERNELS,
+                 {"conv2d": lambda i, a, t, o: (seen.append(len(t)), LEAF_BATCH_KERNELS["conv2d"](i, a, t, o))})
+    from compiler.plan import level_counts
+    leaves = sum(n for (task, lv), n in level_counts(plan).items() if lv == 3)
+    assert seen == [leaves] and leaves >= 16
+
+
+def test_scratch_chunks_keep_the_order_of_partials(monkeypatch):
+    # a table run in chunks of a few leaves' products gives what one call gives
+    program = fractal.load_program(conv_program("f16", c=48, o=16, hw=(12, 12)))
+    feeds = generate_feeds(program, 10)
+    whole = runs(program, ("tiny",), feeds)[0]["y"]
+    monkeypatch.setattr(batch_kernels, "SCRATCH_ELEMENTS", 64)
+    assert equal(runs(program, ("tiny",), feeds)[0]["y"], whole)
+
+
+@pytest.mark.parametrize("dt, bits, emin, top", [("f16", 11, -13, 65504.0),
+                                                 ("bf16", 8, -125, float(np.finfo(BF16).max))])
+def test_narrow_rounds_as_the_type_casts(dt, bits, emin, top):
+    # ties to even, subnormals, overflow to inf, around the largest finite value
+    rng = np.random.default_rng(0)
+    target = np.float16 if dt == "f16" else BF16
+    tiny, big = float(np.finfo(target).smallest_subnormal), float(np.finfo(target).max)
+    ulp = 2.0 ** (1 - bits)
+    edges = [tiny / 2, tiny * 1.5, tiny * 2.5, big, big * (1 + ulp / 2), big * (1 + ulp / 4),
+             1 + ulp / 2, 1 + 3 * ulp / 2, 1 + ulp / 2 + 2**-40, -(1 + ulp / 2), 0.0, -0.0]
+    xs = np.concatenate([edges, rng.standard_normal(20000) * 10.0 ** rng.integers(-9, 6, 20000)])
+    xs = xs.astype(np.float32).astype(np.float64)   # the values kernels round: float32 products
+    with np.errstate(over="ignore"):                # beyond the largest finite value: inf
+        want = xs.astype(np.float32).astype(target).astype(np.float64)
+    got = np.array([_narrow(v, bits, emin, top) for v in xs])
+    np.testing.assert_array_equal(got, want)
+    assert np.array_equal(np.signbit(got), np.signbit(want))
