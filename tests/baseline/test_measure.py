@@ -129,6 +129,17 @@ def test_shipped_programs_equal_the_reference(name, torch):
 
 
 @pytest.mark.torch
+@pytest.mark.parametrize("name", ["transformer_block", "attention", "attention_core"])
+def test_transformer_programs_equal_the_reference(name, torch):
+    """Every transformer instruction (batched matmul, fill, causal_mask, where, pow, erf, ...)
+    and the attention library, in PyTorch, on the cpu and, where there is one, on a GPU."""
+    path = ROOT / "programs" / f"{name}.fasm"
+    want = api.reference(path).outputs
+    for device in ["cpu"] + (["cuda"] if torch.cuda.is_available() else []):
+        same(want, measure(path, device, repeat=1, warmup=1).outputs)
+
+
+@pytest.mark.torch
 def test_gather_index_out_of_range_is_located(torch):
     text = textwrap.dedent("""
         tensor x : f32[2, 4] input

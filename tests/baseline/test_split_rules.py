@@ -615,6 +615,135 @@ CASES = {
         conv3d y, xt, w
         """,
         "single f32[1, 3, 10, 2, 2], f32[1, 2, 12, 4, 4], f32[3, 2, 3, 3, 3] gather=1152"),
+    # ---- transformer instructions: element-wise ones follow the batch like add; a mean over
+    # the batch adds the GPUs' partial means (count is the whole batch, bound at the root);
+    # a fill runs on every GPU
+    "batched matmul on a batch axis": ("""
+        tensor x : f32[12, 4, 7] input
+        tensor w : f32[7, 5] param
+        tensor y : f32[12, 4, 5] output
+        matmul y, x, w
+        """,
+        "split f32[3, 4, 5], f32[3, 4, 7], f32[7, 5]"),
+    "batched matmul, B broadcast along the batch": ("""
+        tensor x : f32[12, 2, 4, 7] input
+        tensor w : f32[1, 2, 7, 5] param
+        tensor y : f32[12, 2, 4, 5] output
+        matmul y, x, w
+        """,
+        "split f32[3, 2, 4, 5], f32[3, 2, 4, 7], f32[1, 2, 7, 5]"),
+    "sqrt on a batch axis": ("""
+        tensor x : f32[12, 5] input
+        tensor y : f32[12, 5] output
+        sqrt y, x
+        """,
+        "split f32[3, 5], f32[3, 5]"),
+    "rsqrt": ("""
+        tensor x : f32[12, 5] input
+        tensor y : f32[12, 5] output
+        rsqrt y, x
+        """,
+        "split f32[3, 5], f32[3, 5]"),
+    "erf": ("""
+        tensor x : f32[12, 5] input
+        tensor y : f32[12, 5] output
+        erf y, x
+        """,
+        "split f32[3, 5], f32[3, 5]"),
+    "log": ("""
+        tensor x : f32[12, 5] input
+        tensor y : f32[12, 5] output
+        log y, x
+        """,
+        "split f32[3, 5], f32[3, 5]"),
+    "abs": ("""
+        tensor x : i32[12, 5] input
+        tensor y : i32[12, 5] output
+        abs y, x
+        """,
+        "split i32[3, 5], i32[3, 5]"),
+    "neg": ("""
+        tensor x : f32[12, 5] input
+        tensor y : f32[12, 5] output
+        neg y, x
+        """,
+        "split f32[3, 5], f32[3, 5]"),
+    "pow with a broadcast exponent": ("""
+        tensor x : f32[12, 5] input
+        tensor e : f32[5] param
+        tensor y : f32[12, 5] output
+        pow y, x, e
+        """,
+        "split f32[3, 5], f32[3, 5], f32[5]"),
+    "min": ("""
+        tensor x : f32[12, 5] input
+        tensor e : f32[1] param
+        tensor y : f32[12, 5] output
+        min y, x, e
+        """,
+        "split f32[3, 5], f32[3, 5], f32[1]"),
+    "max": ("""
+        tensor x : f32[12, 5] input
+        tensor e : f32[12, 5] input
+        tensor y : f32[12, 5] output
+        max y, e, x
+        """,
+        "split f32[3, 5], f32[3, 5], f32[3, 5]"),
+    "where, the mask batched": ("""
+        tensor c : i32[12, 1] input
+        tensor a : f32[5] param
+        tensor b : f32[1] param
+        tensor y : f32[12, 5] output
+        where y, c, a, b
+        """,
+        "split f32[3, 5], i32[3, 1], f32[5], f32[1]"),
+    "reduce_mean over another axis": ("""
+        tensor x : f32[12, 5] input
+        tensor y : f32[12] output
+        reduce_mean y, x, axis=1
+        """,
+        "split f32[3], f32[3, 5]"),
+    "reduce_mean over the batch": ("""
+        tensor x : f32[12, 5] input
+        tensor y : f32[5] output
+        reduce_mean y, x, axis=0
+        """,
+        "split f32[5], f32[3, 5] allreduce=20"),
+    "causal_mask on the queries": ("""
+        tensor qp : i32[12] input
+        tensor kp : i32[6] param
+        tensor m : f32[12, 6] output
+        causal_mask m, qp, kp
+        """,
+        "split f32[3, 6], i32[3], i32[6]"),
+    "fill": ("""
+        tensor x : f32[12, 5] input
+        tensor y : f32[12, 5] output
+        fill y, value=1
+        """,
+        "replicated f32[12, 5]"),
+    "layernorm on its rows": ("""
+        include "LIB/layernorm.fasm"
+        tensor x : f32[12, 6] input
+        tensor g : f32[6] param
+        tensor b : f32[6] param
+        tensor y : f32[12, 6] output
+        layernorm y, x, g, b
+        """,
+        "split f32[3, 6], f32[3, 6], f32[6], f32[6]"),
+    "causal_attention on its groups": ("""
+        include "LIB/attention.fasm"
+        tensor q : f32[12, 2, 4, 8] input
+        tensor kt : f32[12, 1, 8, 6] input
+        tensor v : f32[12, 1, 6, 8] input
+        tensor qp : i32[4] param
+        tensor kp : i32[6] param
+        tensor o : f32[12, 2, 4, 8] output
+        tensor m : f32[12, 2, 4] output
+        tensor l : f32[12, 2, 4] output
+        causal_attention o, m, l, q, kt, v, qp, kp
+        """,
+        "split f32[3, 2, 4, 8], f32[3, 2, 4], f32[3, 2, 4], f32[3, 2, 4, 8], f32[3, 1, 8, 6], f32[3, 1, 6, 8], i32[4], i32[6]"),
     # whole sources with R read in slices along R (was: single ... gather=72)
     "topk_merge on its rows, the other runs whole": ("""
         include "LIB/topk.fasm"
@@ -645,7 +774,8 @@ def test_one_instruction_splits_as_its_access_map_says(name):
 def test_the_cases_cover_every_opcode_and_the_library():
     last = {program_text(body).split("\n")[-2].split()[0] for body, _ in CASES.values()}
     assert set(OPCODES) - last == set()
-    assert {"softmax", "nb_classify", "topk", "topk_merge", "conv3d"} <= last
+    assert {"softmax", "nb_classify", "topk", "topk_merge", "conv3d", "layernorm",
+            "causal_attention"} <= last
 
 
 def test_one_gpu_or_no_batch_runs_everything_single():
