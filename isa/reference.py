@@ -107,7 +107,9 @@ def _matmul(ins, a, t):
 
 
 def _conv2d(ins, a, t):
-    """im2col over batch chunks: windows of the padded input, contracted with W by BLAS."""
+    """im2col and one BLAS product per block of output rows of an image: the windows of the
+    padded input as a [C*kh*kw, rows*Wo] matrix, multiplied by W as [O, C*kh*kw], which gives
+    the output block in its own layout; blocks of at most _CHUNK_ELEMS window elements."""
     x, w = ins
     s, (pt, pl, pb, pr) = a["stride"], pads(a)
     n, c, h, wd = x.shape
@@ -115,13 +117,16 @@ def _conv2d(ins, a, t):
     ho, wo = conv_out(h, kh, s, pt, pb), conv_out(wd, kw, s, pl, pr)
     # i8 sources: float64 holds every product and sum below 2^53 exactly
     xp = np.pad(_f64(x), ((0, 0), (0, 0), (pt, pb), (pl, pr)))
-    w64 = _f64(w)
+    w2 = _f64(w).reshape(o, c * kh * kw)
     y = np.empty((n, o, ho, wo), np.float64)
-    step = max(1, _CHUNK_ELEMS // max(1, c * ho * wo * kh * kw))
-    for n0 in range(0, n, step):
-        # [b, C, Ho, Wo, kh, kw] view of every window, then a [b*Ho*Wo, C*kh*kw] matrix product
-        win = sliding_window_view(xp[n0:n0 + step], (kh, kw), axis=(2, 3))[:, :, ::s, ::s][:, :, :ho, :wo]
-        y[n0:n0 + step] = np.tensordot(win, w64, axes=([1, 4, 5], [1, 2, 3])).transpose(0, 3, 1, 2)
+    rows = max(1, _CHUNK_ELEMS // max(1, c * kh * kw * wo))
+    for b in range(n):
+        # [C, Ho, Wo, kh, kw] view of every window of image b
+        win = sliding_window_view(xp[b], (kh, kw), axis=(1, 2))[:, ::s, ::s][:, :ho, :wo]
+        for r0 in range(0, ho, rows):
+            block = win[:, r0:r0 + rows]
+            col = np.ascontiguousarray(block.transpose(0, 3, 4, 1, 2)).reshape(c * kh * kw, -1)
+            y[b, :, r0:r0 + rows] = (w2 @ col).reshape(o, -1, wo)
     return _acc_out(y, t)
 
 
