@@ -50,7 +50,7 @@ EXTRA_CUT_CANDIDATES = 4   # ... on this many of the cheapest parallel splits
 #: candidates whose children are planned and whose pipeline is run (the simulator's node model)
 #: to choose among, at the root and below it: the cheapest by the closed-form estimate with
 #: every step of its extra cuts, then the others with and without theirs
-EXACT_CANDIDATES = (3, 1)
+EXACT_CANDIDATES = (3, 2)
 #: a candidate with more serial pieces than this is ranked by the closed form alone
 EXACT_MAX_PIECES = 4096
 #: what a node's choice among its shortlist minimises

@@ -230,6 +230,10 @@ class NodePipeline:
             start = env.now
             yield from self._transfer(self.link_out, st.store_port, st.store_link, st.latency)
             self._note(i, "WB", start)
+        # the piece's results have left the children's memories: its buffer is free (RD works
+        # on them in this node's memory)
+        self.buffers.release(buffer)
+        self.holds.append((int(held_since - self.t0), int(env.now - self.t0)))
         if st.reduce:
             with self.lfu.request() as req:
                 yield req
@@ -239,8 +243,6 @@ class NodePipeline:
                 t.lfu_busy += st.reduce
                 self._note(i, "RD", start)
                 self._held("LFU", start)
-        self.buffers.release(buffer)
-        self.holds.append((int(held_since - self.t0), int(env.now - self.t0)))
 
 
 def lfu_free(children) -> bool:

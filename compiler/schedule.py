@@ -478,11 +478,12 @@ class Schedule:
 
             cycles = decode + sum over pieces of per_piece + the final merge
                      + max over kinds of (journey - per_piece): pipeline fill and drain
-            per_piece = max(port, link in, link out, execute, reduce, journey / buffering)
+            per_piece = max(port, link in, link out, execute, reduce, held / buffering)
 
         with `buffering` the pieces in flight in a child's memory (the child level's).
 
-        where a piece's journey is its load, execute, store and reduce one after another, port
+        where a piece's journey is its load, execute, store and reduce one after another, `held`
+        the same without the reduce (a piece's buffer is free once it has written back), port
         is its loads' and stores' port cycles together (one port serves both), and the links
         carry loads and write-backs each at their bandwidth (full duplex) or one after the other
         (half duplex: link in + link out).
@@ -492,11 +493,12 @@ class Schedule:
             w = self.work(kind)
             st = stage_times(w, node, child)
             execute = max(child_cycles(s, e) for s, e, _ in w.widest)
-            journey = st.load + execute + st.child_reduce + st.store + st.reduce
+            held = st.load + execute + st.child_reduce + st.store   # a buffer, LD to WB
+            journey = held + st.reduce
             links = ((st.load_link + st.store_link,) if child.duplex == "half"
                      else (st.load_link, st.store_link))
             per_piece = max(st.load_port + st.store_port, *links, execute, st.child_reduce,
-                            st.reduce, journey / child.buffering)
+                            st.reduce, held / child.buffering)
             cycles += n * per_piece
             fill = max(fill, journey - per_piece)
             moved += n * (w.load_bytes + w.store_bytes + w.reduce_ops)

@@ -10,15 +10,17 @@ from fractal.cli import main
 ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
 
 
-@pytest.mark.parametrize("program", ["knn", "lstm"])
-def test_each_objective_wins_on_its_own_measure(program):
+@pytest.mark.parametrize("program, saves", [("knn", False), ("lstm", True)])
+def test_each_objective_wins_on_its_own_measure(program, saves):
     """On tiny, where the leaves' dynamic energy is not swamped by static power, the energy
-    objective's plan spends less energy than the cycles objective's, and takes at least as many
-    cycles (measured by the simulator, not by the estimates that chose them)."""
+    objective's plan never spends more energy than the cycles objective's, and takes at least as
+    many cycles (measured by the simulator, not by the estimates that chose them). On lstm the
+    two objectives choose different plans and energy's spends less; on knn they choose one."""
     runs = {o: fractal.run(ROOT / "programs" / f"{program}.fasm", "tiny", functional=False,
                            objective=o) for o in ("cycles", "energy", "edp")}
     cyc, en, edp = (runs[o] for o in ("cycles", "energy", "edp"))
-    assert en.energy_joules < cyc.energy_joules
+    assert en.energy_joules <= cyc.energy_joules
+    assert (en.energy_joules < cyc.energy_joules) == saves
     assert cyc.cycles <= en.cycles
     assert edp.energy_joules * edp.cycles <= cyc.energy_joules * cyc.cycles
 
