@@ -12,22 +12,23 @@ parallel on the host's cores.
 Each leaf's value is the one its leaf kernel gives, rounded once to the destination type, and it
 is stored (the first partial) or added to what its region holds and the sum rounded to the
 destination type, exactly as the per-leaf path adds a later partial:
-- conv2d and matmul: im2col (conv2d, per image) and one BLAS product per leaf, float32 sgemm for
-  the float types, float64 dgemm for i8 (exact; the i32 destination wraps around);
-- add, sub, mul, div, relu, sigmoid, tanh, exp of float data: computed in float64 and rounded once
-  (float32 operations give the same: float64 holds every product of two float32 values, and a
-  float64 sum or quotient rounded to float32 is the float32 sum or quotient);
-- maxpool and avgpool of float data, as `_maxpool_k` and `_avgpool_k`.
+- conv2d and matmul (with batch axes too): im2col (conv2d, per image; the leaves reading the same
+  input region share it) and one BLAS product per leaf and batch element, float32 sgemm for the
+  float types, float64 dgemm for i8 (exact; the i32 destination wraps around). A 2-d f32 matmul
+  runs `simulator.kernels`' batch, whose sgemm adds later partials in place;
+- the elementwise opcodes of `ELEMENTWISE` on float data: computed in float64 and rounded once,
+  as their leaf kernels do (a float32 sum, product or quotient is the float64 one rounded once);
+- maxpool and avgpool, as `_maxpool_k` and `_avgpool_k`.
 f16 and bf16 destinations are kept in a float32 buffer (which holds every value of theirs) and
 rounded by `_narrow`, to nearest even at their precision, like numpy's and ml_dtypes' casts; a sum
-of two f16 or bf16 values rounded so is the sum their own addition gives. Other data types (i32
-and i8 elementwise and pooling) run each leaf's kernel in turn (`_per_leaf`).
+of two f16 or bf16 values rounded so is the sum their own addition gives. Integer elementwise data
+runs each leaf's kernel in turn (`_per_leaf`). A batch of fewer than PARALLEL_MACS multiply-adds
+runs on one thread.
 """
 from __future__ import annotations
 
 import ctypes
 import math
-
 from contextlib import contextmanager
 
 import numba
@@ -150,27 +151,51 @@ def _gemm_args():
 
 # ---------------------------------------------------------------- MAC kernels
 
+@jit
+def _at(arr, tiles, t, col, zcol, i0, i1, i2, i3):
+    # the element offset of the batch element of `arr` (regions at column `col` of row t) that
+    # C's batch index (i0, i1, i2, i3) reads: the same offset into its region, or its one element
+    # along a dimension where its region has extent 1 (broadcast)
+    at = 0
+    for d, i in enumerate((i0, i1, i2, i3)):
+        lo, hi = tiles[t, col + 2 * d], tiles[t, col + 2 * d + 1]
+        at += (lo if hi - lo == 1 else lo + i - tiles[t, zcol + 2 * d]) * (arr.strides[d] // arr.itemsize)
+    return at
+
+
 @pjit
 def _matmul_tiles_k(a, b, out, tiles, p, emin, top, wrap):
-    # rows: (m0, m1, k0, k1) of A, (k0, k1, n0, n1) of B, (m0, m1, n0, n1) of C, first; each
-    # leaf's product in a scratch block, then stored in or added to its region of `out`
-    starts = _groups(tiles, 8, 12)
+    # a [B0..B3, M, K], b [B0..B3, K, N], out [B0..B3, M, N], C-contiguous; rows: the six ranges
+    # of A's region, of B's, of C's, first. Per leaf and batch element of its region, one
+    # product A[m, k] @ B[k, n] in a scratch block, stored in or added to its region of C
+    starts = _groups(tiles, 24, 36)
     double = a.itemsize == 8
+    kk, nn, mo, no = a.shape[5], b.shape[5], out.shape[4], out.shape[5]
+    flat = out.reshape(-1)
     for g in prange(len(starts) - 1):
         args = _gemm_args()
+        t = starts[g]
+        m, n = tiles[t, 33] - tiles[t, 32], tiles[t, 35] - tiles[t, 34]
+        y = np.empty(m * n, a.dtype)
         for t in range(starts[g], starts[g + 1]):
-            m0, m1, k0, k1 = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-            n0, n1, first = tiles[t, 6], tiles[t, 7], tiles[t, 12]
-            y = np.empty((m1 - m0, n1 - n0), a.dtype)
-            if k1 > k0:
-                _gemm(args, m1 - m0, n1 - n0, k1 - k0, a.ctypes.data + a.itemsize * (m0 * a.shape[1] + k0),
-                      a.shape[1], b.ctypes.data + b.itemsize * (k0 * b.shape[1] + n0), b.shape[1],
-                      y.ctypes.data, n1 - n0, double)
-            else:
-                y[:] = 0
-            for i in range(m1 - m0):
-                for j in range(n1 - n0):
-                    out[m0 + i, n0 + j] = _combine(out[m0 + i, n0 + j], y[i, j], first, p, emin, top, wrap)
+            m0, k0, k1, n0, first = tiles[t, 8], tiles[t, 10], tiles[t, 11], tiles[t, 22], tiles[t, 36]
+            for i0 in range(tiles[t, 24], tiles[t, 25]):
+                for i1 in range(tiles[t, 26], tiles[t, 27]):
+                    for i2 in range(tiles[t, 28], tiles[t, 29]):
+                        for i3 in range(tiles[t, 30], tiles[t, 31]):
+                            if k1 > k0:
+                                ao = _at(a, tiles, t, 0, 24, i0, i1, i2, i3) + m0 * kk + k0
+                                bo = _at(b, tiles, t, 12, 24, i0, i1, i2, i3) + tiles[t, 20] * nn + n0
+                                _gemm(args, m, n, k1 - k0, a.ctypes.data + a.itemsize * ao, kk,
+                                      b.ctypes.data + b.itemsize * bo, nn, y.ctypes.data, n, double)
+                            else:
+                                y[:] = 0
+                            c = ((((i0 * out.shape[1] + i1) * out.shape[2] + i2) * out.shape[3] + i3) * mo
+                                 + tiles[t, 32]) * no + tiles[t, 34]
+                            for i in range(m):
+                                for j in range(n):
+                                    flat[c + j] = _combine(flat[c + j], y[i * n + j], first, p, emin, top, wrap)
+                                c += no
 
 
 @jit
@@ -322,7 +347,8 @@ def _pool_tiles_k(x, out, tiles, k, s, pt, pl, average, p, emin, top):
 
 @jit
 def _apply(op, a, b):
-    # the float64 value of elementwise opcode number `op` (ELEMENTWISE order) at a (and b)
+    # the float64 value of elementwise opcode number `op` (ELEMENTWISE order) at a (and b), as
+    # the opcode's leaf kernel computes it
     if op == 0:
         return a + b
     if op == 1:
@@ -337,7 +363,25 @@ def _apply(op, a, b):
         return 1.0 / (1.0 + np.exp(-a))
     if op == 6:
         return np.tanh(a)
-    return np.exp(a)
+    if op == 7:
+        return np.exp(a)
+    if op == 8:
+        return math.sqrt(a) if a >= 0 else np.nan
+    if op == 9:
+        return 1.0 / math.sqrt(a) if a >= 0 else np.nan
+    if op == 10:
+        return math.erf(a)
+    if op == 11:
+        return np.log(a) if a >= 0 else np.nan
+    if op == 12:
+        return abs(a)
+    if op == 13:
+        return -a
+    if op == 14:
+        return a ** b
+    if op == 15:
+        return a if (a <= b or a != a) else b
+    return a if (a >= b or a != a) else b
 
 
 @jit
@@ -386,7 +430,8 @@ def _elementwise_tiles_k(op, x, y, out, tiles, p, emin, top):
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 #: the elementwise opcodes `_apply` computes, in its numbering
-ELEMENTWISE = ("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp")
+ELEMENTWISE = ("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "erf",
+               "log", "abs", "neg", "pow", "min", "max")
 
 
 def _c(a, dtype) -> np.ndarray:
@@ -434,14 +479,33 @@ def _macs(tiles: np.ndarray, cols: list) -> int:
 
 
 def _matmul_tiles(ins, a, tiles, out):
-    with _threads(_macs(tiles, [0, 2, 6])):
-        if out.ndim != 2 or ins[0].dtype == _F32 and ins[1].dtype == _F32 and out.dtype == _F32:
-            # f32: sgemm adding in place; batch axes: each leaf's own kernel in turn
-            return _MATMUL_BATCH["matmul"](ins, a, tiles, out)
+    ra, rb = ins[0].ndim, ins[1].ndim
+    with _threads(_macs(tiles, [2 * (ra + rb + d) for d in range(out.ndim)] + [2 * ra - 2])):
+        if out.ndim == 2 and ins[0].dtype == _F32 and ins[1].dtype == _F32 and out.dtype == _F32:
+            return _MATMUL_BATCH["matmul"](ins, a, tiles, out)    # sgemm adding in place
+        if out.ndim > 6:
+            return _MATMUL_BATCH["matmul"](ins, a, tiles, out)    # each leaf's kernel in turn
         mac = _F64 if ins[0].dtype.kind in "iu" else _F32
         buf, dest, done = _buffer(out)
-        _matmul_tiles_k(_c(ins[0], mac), _c(ins[1], mac), buf, tiles, *dest)
+        _matmul_tiles_k(_six(ins[0], mac), _six(ins[1], mac), _six(buf, buf.dtype),
+                        _padded(tiles, [x.ndim for x in (*ins, out)], 6), *dest)
         done()
+
+
+def _six(x: np.ndarray, dtype) -> np.ndarray:
+    """x as a C-contiguous array of `dtype` with four batch dimensions (leading ones of size 1)."""
+    return _c(x, dtype).reshape((1,) * (6 - x.ndim) + x.shape)
+
+
+def _padded(tiles: np.ndarray, ranks: list, rank: int) -> np.ndarray:
+    """The tile table with every operand's region given `rank` dimensions: leading (0, 1)."""
+    cols, at = [], 0
+    for r in ranks:
+        pad = np.zeros((len(tiles), 2 * (rank - r)), np.int64)
+        pad[:, 1::2] = 1
+        cols.append(np.hstack([pad, tiles[:, at:at + 2 * r]]))
+        at += 2 * r
+    return np.ascontiguousarray(np.hstack(cols + [tiles[:, -1:]]))
 
 
 def _conv2d_tiles(ins, a, tiles, out):
@@ -506,15 +570,9 @@ def _elementwise_tiles(op: str):
     def run(ins, a, tiles, out):
         if not _floats(ins, out) or out.ndim > 4:
             return _per_leaf(op, ins, a, tiles, out)
-        cols, at = [], 0
-        for x in (*ins, out):                       # each region padded to four dimensions
-            pad = np.zeros((len(tiles), 2 * (4 - x.ndim)), np.int64)
-            pad[:, 1::2] = 1
-            cols.append(np.hstack([pad, tiles[:, at:at + 2 * x.ndim]]))
-            at += 2 * x.ndim
-        if len(ins) == 1:
-            cols.insert(1, cols[0])
-        table = np.ascontiguousarray(np.hstack(cols + [tiles[:, -1:]]))
+        table = _padded(tiles, [x.ndim for x in (*ins, out)], 4)
+        if len(ins) == 1:                           # Y is X
+            table = np.ascontiguousarray(np.hstack([table[:, :8], table]))
         x = _four(ins[0])
         y = _four(ins[1]) if len(ins) > 1 else x
         buf, (p, emin, hi, _), done = _buffer(out)

@@ -137,6 +137,15 @@ tensor p : {dt}[3, 10, 4, 7] output
 tensor a : {dt}[3, 10, 5, 8] output
 tensor f : {dt}[5, 14] output
 tensor f2 : {dt}[5, 14] input
+tensor u1 : {dt}[3, 10, 9, 14] output
+tensor u2 : {dt}[3, 10, 9, 14] output
+tensor u3 : {dt}[3, 10, 9, 14] output
+tensor u4 : {dt}[3, 10, 9, 14] output
+tensor u5 : {dt}[3, 10, 9, 14] output
+tensor u6 : {dt}[3, 10, 9, 14] output
+tensor u7 : {dt}[3, 10, 9, 14] output
+tensor u8 : {dt}[3, 10, 9, 14] output
+tensor u9 : {dt}[3, 10, 9, 14] output
 add s, x, b
 sub d, x, v
 mul m, x, k
@@ -148,6 +157,15 @@ exp e, x
 maxpool p, x, kernel=3, stride=2, pad=(0, 1, 1, 0)
 avgpool a, x, kernel=2, stride=2, pad=1
 add f, f2, v
+sqrt u1, x
+rsqrt u2, x
+erf u3, x
+log u4, x
+abs u5, x
+neg u6, x
+pow u7, k, x
+min u8, x, b
+max u9, v, x
 """
 
 
@@ -158,9 +176,13 @@ tensor v : i32[14] param
 tensor s : i32[3, 10, 9, 14] output
 tensor m : i32[3, 10, 9, 14] output
 tensor r : i32[3, 10, 9, 14] output
+tensor n : i32[3, 10, 9, 14] output
+tensor u : i32[3, 10, 9, 14] output
 add s, x, b
 mul m, x, v
 relu r, x
+neg n, x
+max u, x, b
 """
 
 
@@ -220,3 +242,26 @@ def test_narrow_rounds_as_the_type_casts(dt, bits, emin, top):
     got = np.array([_narrow(v, bits, emin, top) for v in xs])
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "i8"])
+def test_batched_matmul_batches_equal_the_leaves(dt):
+    # batch axes broadcast from a size-1 axis and from a missing one
+    acc = "i32" if dt == "i8" else dt
+    program = fractal.load_program(
+        f"tensor a : {dt}[3, 1, 20, 72] input\ntensor b : {dt}[4, 72, 24] param\n"
+        f"tensor c : {acc}[3, 4, 20, 24] output\nmatmul c, a, b\n")
+    feeds = generate_feeds(program, 11)
+    a, b = (feeds[k].astype(np.float64) for k in "ab")
+    want = a @ b
+    for machine in ONE_LEVEL + DEEPER[:2]:
+        batched, per_leaf, calls = runs(program, machine, feeds)
+        assert calls == {"matmul": 1}
+        if machine in ONE_LEVEL or dt == "i8":
+            assert equal(batched["c"], per_leaf["c"]), machine
+        if dt == "i8":
+            np.testing.assert_array_equal(batched["c"], want)
+        elif dt == "f32":
+            np.testing.assert_allclose(batched["c"], want, rtol=1e-5, atol=1e-5)
+        else:
+            assert_same_outputs(batched, run_reference(program, feeds))
