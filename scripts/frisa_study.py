@@ -9,12 +9,15 @@ local functional units, cycles, energy and what bounds the costliest instruction
     python scripts/frisa_study.py --quick --out /tmp/frisa    # a few points, a smoke test
 
 Writes DIR/runs.csv (one row per run), DIR/topk.png, DIR/topk_machines.png, DIR/conv3d.png,
-DIR/conv3d_ratio.png and DIR/summary.md (also printed). Ratios are core-only / extension throughout.
+DIR/conv3d_ratio.png, DIR/attention.png, DIR/attention_ratio.png and DIR/summary.md (also
+printed). Ratios are core-only / extension throughout.
 
 Forms: topk `extension` (one topk), `core` (sort + slice, argsort + slice: the shipped twin) and
 `core_gather` (argsort + slice + gather, one sorting pass); conv3d `extension` (the library
 conv3d), `core` (kd conv2d + add) and, for unpadded uses, `extension_hw` (a conv3d declared in
-the program with height and width splits as well).
+the program with height and width splits as well); attention `extension` (one causal_attention:
+keys cut with the online-softmax merge) and `core` (the same steps as program instructions,
+materialising the scores in root memory).
 """
 from __future__ import annotations
 
@@ -31,8 +34,11 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import fractal  # noqa: E402
-from frisa_programs import (conv3d_hw_text, conv3d_pair, naive_bayes_pair, parse,  # noqa: E402
-                            softmax_pair, topk_core_gather, topk_pair)
+from frisa_programs import (attention_pair, conv3d_hw_text, conv3d_pair,  # noqa: E402
+                            naive_bayes_pair, parse, softmax_pair, topk_core_gather, topk_pair)
+from compiler.plan import PlanKind  # noqa: E402
+from isa.errors import UserError  # noqa: E402
+from simulator.run import simulate  # noqa: E402
 
 K = 16
 N_REF = 1 << 20                 # the size at which ratios are reported
@@ -46,13 +52,19 @@ PLOT_MACHINES = ("f100", "f1-d2", "f1-d4")    # the size plots; every machine is
 CONV_SIZES = [(8, 16, 16), (16, 32, 32), (32, 32, 64)]
 CONV_DO = 8
 MAX_LEVELS = 5
+#: attention: a causal prefill of one head of width 64 (S queries against S keys)
+ATTN_HEAD = 64
+ATTN_S = [512 << i for i in range(7)]            # 512 .. 32768
+ATTN_MACHINES = ("f1-d2", "f1-d3", "f100-d2", "f100", "f100-d4")
+ATTN_PLOT = ("f1-d2", "f100", "f100-d4")
 
 COLUMNS = (["workload", "form", "machine", "levels", "leaves", "n", "k", "rows", "c", "o", "d",
             "h", "w", "kd", "pad", "root_instructions", "leaf_instructions", "ops"]
            + [f"bytes_down_l{lv}_B" for lv in range(MAX_LEVELS)]
            + [f"bytes_up_l{lv}_B" for lv in range(MAX_LEVELS)]
            + ["bytes_down_total_B", "bytes_up_total_B", "bytes_total_B", "bytes_root_link_B",
-              "local_dma_B", "reduction_ops", "cycles", "energy_J", "bound", "sim_wall_s"])
+              "local_dma_B", "reduction_ops", "cycles", "energy_J", "bound", "memory_root_B",
+              "memory_piece_B", "scores_held_B", "fits", "sim_wall_s"])
 
 
 def sweep(quick: bool) -> dict:
@@ -60,11 +72,13 @@ def sweep(quick: bool) -> dict:
         return {"topk": [(m, 1 << e) for m in ("f100", "f1-d2") for e in (12, 16, 20)],
                 "conv": [("f100", (8, 16, 16), kd, 1) for kd in (1, 3)]
                 + [("f100", (32, 32, 64), kd, 0) for kd in (1, 3)],
-                "other": ["f100"]}
+                "other": ["f100"],
+                "attention": [(m, n) for m in ("f100", "f1-d2") for n in (512, 2048)]}
     return {"topk": [(m, 1 << e) for m in MACHINES for e in range(12, 23)],
             "conv": [(m, s, kd, 1) for m in ("f100", "f1-d2") for s in CONV_SIZES for kd in range(1, 6)]
             + [(m, s, kd, 0) for m in ("f100", "f1-d2") for s in CONV_SIZES[1:] for kd in range(1, 6)],
-            "other": ["f100", "f1-d2"]}
+            "other": ["f100", "f1-d2"],
+            "attention": [(m, n) for m in ATTN_MACHINES for n in ATTN_S]}
 
 
 def machine(label: str):
@@ -72,19 +86,38 @@ def machine(label: str):
     return fractal.build_machine(name, depth, fan)
 
 
-def measure(text: str, mlabel: str) -> dict:
-    """One timing-only run: the metrics of a row."""
+def measure(text: str, mlabel: str, scores: bool = False) -> dict:
+    """One timing-only run: the metrics of a row. Memory: what the root holds (every tensor of
+    the program), the most any node below it holds at once (the operands of its piece; a leaf
+    also holds an extension body's temporaries), and with `scores` the largest attention score
+    block any node holds (the
+    core form's tensor `s` in root memory, the extension's leaf blocks). A program whose
+    tensors do not fit the root's memory is a row with fits = 0 and its memory alone."""
     program = parse(text)
     m = machine(mlabel)
+    row = {"machine": mlabel, "levels": len(m.levels), "leaves": m.leaves,
+           "memory_root_B": sum(t.type.nbytes for t in program.tensors)}
+    if scores:
+        row["scores_held_B"] = max((t.type.nbytes for t in program.tensors if t.name == "s"),
+                                   default="")
     start = time.perf_counter()
-    r = fractal.run(program, m, functional=False)
+    try:
+        plan = fractal.compile(program, m)
+    except UserError:
+        return {**row, "fits": 0}
+    r, _ = simulate(plan)
     wall = time.perf_counter() - start
     j = r.to_json()
     down, up = j["bytes_down"], j["bytes_up"]
     costliest = max(j["instructions"], key=lambda i: i["cycles"])
-    row = {"machine": mlabel, "levels": len(down), "leaves": j["leaves"],
-           "root_instructions": j["root_instructions"], "leaf_instructions": j["leaf_instructions"],
-           "ops": j["ops"]}
+    row.update({"root_instructions": j["root_instructions"], "leaf_instructions": j["leaf_instructions"],
+                "ops": j["ops"], "fits": 1,
+                "memory_piece_B": max((t.working_set if node.kind == PlanKind.LEAF else t.nbytes
+                                       for (t, lv), node in plan.table.items() if lv > 0), default=0)})
+    blocks = [_score_block(t) for (t, lv), node in plan.table.items()
+              if node.kind == PlanKind.LEAF and t.opcode in ("attention", "causal_attention")]
+    if scores and blocks:       # the extension: only its leaves hold scores, one block each
+        row["scores_held_B"] = max(blocks)
     for lv in range(MAX_LEVELS):
         row[f"bytes_down_l{lv}_B"] = down[lv] if lv < len(down) else ""
         row[f"bytes_up_l{lv}_B"] = up[lv] if lv < len(up) else ""
@@ -97,8 +130,21 @@ def measure(text: str, mlabel: str) -> dict:
     return row
 
 
-def run_all(quick: bool, log=print) -> list[dict]:
-    pts = sweep(quick)
+def _score_block(task) -> int:
+    """Bytes of the scores s : f32[G, R, S, T] an attention leaf computes (q [G, R, S, D],
+    kt [G, 1, D, T])."""
+    q, kt = task.inputs[0], task.inputs[1]
+    return 4 * q.shape[0] * q.shape[1] * q.shape[2] * kt.shape[3]
+
+
+#: the parts of the study: TopK, Conv3D, softmax and naive Bayes (runs.csv, summary.md), and
+#: attention (attention_runs.csv, attention_summary.md)
+PARTS = {"classic": ("topk", "conv", "other"), "attention": ("attention",)}
+
+
+def run_all(quick: bool, log=print, parts=tuple(PARTS)) -> list[dict]:
+    keep = {k for p in parts for k in PARTS[p]}
+    pts = {k: (v if k in keep else []) for k, v in sweep(quick).items()}
     rows = []
     for mlabel, n in pts["topk"]:
         ext, core = topk_pair(n, K)
@@ -125,6 +171,11 @@ def run_all(quick: bool, log=print) -> list[dict]:
             rows.append({"workload": "naive_bayes", "form": form, "n": 4096, "c": 64, "k": 10,
                          **measure(text, mlabel)})
         log(f"  softmax, naive Bayes {mlabel}")
+    for mlabel, n in pts["attention"]:
+        for form, text in zip(("extension", "core"), attention_pair(n, n, dim=ATTN_HEAD)):
+            rows.append({"workload": "attention", "form": form, "n": n, "k": ATTN_HEAD, "rows": 1,
+                         **measure(text, mlabel, scores=True)})
+        log(f"  attention {mlabel} S={n}")
     return rows
 
 
@@ -311,6 +362,78 @@ def summary(rows, quick: bool, wall: float) -> str:
     return "\n".join(L) + "\n"
 
 
+def attention_document(att, quick: bool, wall: float) -> str:
+    L = ["# FRISA study: causal attention as an extension instruction against core-only attention",
+         "", f"Timing-only simulation, {len(att)} runs in {wall:.0f} s"
+         f"{' (quick mode: a few points only)' if quick else ''}, written by "
+         "`python scripts/frisa_study.py --only attention`; every run is a row of "
+         "`attention_runs.csv`. Ratios are core-only / extension.", ""]
+    return "\n".join(L + attention_summary(att)) + "\n"
+
+
+def attention_summary(att) -> list[str]:
+    if not att:
+        return []
+    L = [f"## Causal prefill of S queries against S keys, one head of width {ATTN_HEAD}",
+         "", "`extension` is one `causal_attention` (keys cut with the online-softmax merge); "
+         "`core` the same steps as program instructions, its scores f32[1, 1, S, S] and its "
+         "mask f32[S, S] in root memory. Memory: at the root, every tensor of the program; "
+         "below it, the most one node holds (the operands of its piece, and at a leaf the "
+         "temporaries of the extension's body); "
+         "scores held, the largest block of scores any node holds. `fits 0`: the program's "
+         "tensors exceed the root's memory.", ""]
+    both = [(m, n) for m, n in distinct(att, "machine", "n")
+            if all(r["fits"] for r in pick(att, machine=m, n=n))]
+    ref = [(m, n) for m, n in both if m == REF_MACHINE]
+    if ref:
+        m, n = max(ref, key=lambda p: p[1])
+        e, c = (one(att, machine=m, n=n, form=f) for f in ("extension", "core"))
+        metrics = [("root instructions", "root_instructions"), ("leaf instructions", "leaf_instructions"),
+                   ("bytes down, all levels", "bytes_down_total_B"),
+                   ("bytes up, all levels", "bytes_up_total_B"), ("bytes up into the root", "bytes_up_l1_B"),
+                   ("reduction ops", "reduction_ops"), ("cycles", "cycles"), ("energy (J)", "energy_J"),
+                   ("memory at the root (B)", "memory_root_B"),
+                   ("most one node below the root holds (B)", "memory_piece_B"),
+                   ("largest score block held (B)", "scores_held_B")]
+        L += [f"### S = {n:,} on {m}", ""]
+        L += table(["metric", "extension", "core", "core / ext"],
+                   [[name, e[k], c[k], ratio(c[k], e[k])] for name, k in metrics]
+                   + [["bound (costliest instruction)", e["bound"], c["bound"], ""]])
+    L += ["", "### Against S on every machine (core / extension)", ""]
+    body = []
+    for m in distinct(att, "machine"):
+        for n in sorted(distinct(pick(att, machine=m), "n")):
+            e, c = (one(att, machine=m, n=n, form=f) for f in ("extension", "core"))
+            if not c["fits"]:
+                body.append([m, e["leaves"], n, "", "", "", "", "", e["memory_root_B"],
+                             c["memory_root_B"], "core does not fit", e["cycles"], ""])
+                continue
+            body.append([m, e["leaves"], n, ratio(c["bytes_up_total_B"], e["bytes_up_total_B"]),
+                         ratio(c["bytes_up_l1_B"], e["bytes_up_l1_B"]),
+                         ratio(c["reduction_ops"], e["reduction_ops"]),
+                         ratio(c["cycles"], e["cycles"]), ratio(c["energy_J"], e["energy_J"]),
+                         e["memory_root_B"], c["memory_root_B"],
+                         ratio(c["scores_held_B"], e["scores_held_B"]), e["cycles"], c["cycles"]])
+    L += table(["machine", "leaves", "S", "bytes up", "bytes up into root", "reduction ops", "cycles",
+                "energy", "root memory ext (B)", "root memory core (B)", "scores held",
+                "cycles ext", "cycles core"], body)
+    L += ["", "### Growth exponents against S (least squares on log-log, where both forms run)", ""]
+    body = []
+    for m in distinct(att, "machine"):
+        ns = sorted(n for mm, n in both if mm == m)
+        if len(ns) < 3:
+            continue
+        for form in ("extension", "core"):
+            pts = [one(att, machine=m, n=n, form=form) for n in ns]
+            body.append([m, form, f"{ns[0]:,}..{ns[-1]:,}"]
+                        + [f"{fit_exponent(ns, [max(r[k], 1) for r in pts]):.3f}" for k in
+                           ("bytes_up_total_B", "bytes_up_l1_B", "reduction_ops", "cycles",
+                            "memory_root_B", "scores_held_B")])
+    L += table(["machine", "form", "S", "bytes up", "bytes up into root", "reduction ops", "cycles",
+                "root memory", "scores held"], body)
+    return L
+
+
 # ---------------------------------------------------------------- plots
 
 METRICS = [("root_instructions", "root instructions"), ("leaf_instructions", "leaf instructions"),
@@ -444,22 +567,98 @@ def plot(rows, out: Path) -> list[str]:
     return files
 
 
+def plot_attention_files(att, out: Path) -> list[str]:
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    palette = plt.rcParams["axes.prop_cycle"].by_key()["color"]
+    if not att:
+        return []
+    files = []
+    machines = [m for m in ATTN_PLOT if pick(att, machine=m)] or distinct(att, "machine")
+    colors = dict(zip(distinct(att, "machine"), palette))
+    panels = [("bytes_up_total_B", "bytes up, all levels (B)"), ("bytes_up_l1_B", "bytes up into the root (B)"),
+              ("reduction_ops", "reduction ops on the LFUs"), ("cycles", "cycles"),
+              ("memory_root_B", "memory at the root (B)"), ("scores_held_B", "largest score block held (B)")]
+    fig, axes = plt.subplots(2, 3, figsize=(17, 9))
+    for ax, (key, label) in zip(axes.flat, panels):
+        for m in machines:
+            for form in ("extension", "core"):
+                pts = sorted((r for r in pick(att, machine=m, form=form)
+                              if r["fits"] or key in ("memory_root_B", "scores_held_B")),
+                             key=lambda r: r["n"])
+                ax.plot([r["n"] for r in pts], [r[key] if r[key] not in ("", 0) else np.nan for r in pts],
+                        STYLE[form], marker="o", ms=3, color=colors[m],
+                        label=f"{m} {'causal_attention' if form == 'extension' else 'core'}")
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length S")
+        ax.set_title(label)
+        ax.grid(True, which="both", alpha=0.3)
+    axes.flat[0].legend(fontsize=7)
+    fig.suptitle(f"Causal attention, one head of width {ATTN_HEAD}: the causal_attention extension "
+                 "(solid) against the core-only form that materialises the scores (dashed)")
+    fig.tight_layout()
+    fig.savefig(out / "attention.png", dpi=100)
+    plt.close(fig)
+    files.append("attention.png")
+
+    fig, axes = plt.subplots(1, 3, figsize=(17, 5.5))
+    keys = [("bytes_up_total_B", "bytes up, all levels"), ("cycles", "cycles"), ("energy_J", "energy")]
+    for m in distinct(att, "machine"):
+        ns = sorted(n for n in distinct(pick(att, machine=m), "n")
+                    if all(r["fits"] for r in pick(att, machine=m, n=n)))
+        for ax, (key, _) in zip(axes, keys):
+            ys = [ratio(one(att, machine=m, n=n, form="core")[key], one(att, machine=m, n=n, form="extension")[key])
+                  for n in ns]
+            ax.plot(ns, ys, "-", marker="o", ms=3, color=colors[m],
+                    label=f"{m} ({one(att, machine=m, n=ns[0], form='extension')['leaves']} leaves)" if ns else m)
+    for ax, (_, t) in zip(axes, keys):
+        ax.set_xscale("log", base=2)
+        ax.set_yscale("log")
+        ax.set_xlabel("sequence length S")
+        ax.set_title(f"{t}: core / extension")
+        ax.grid(True, which="both", alpha=0.3)
+    axes[0].legend(fontsize=8)
+    fig.suptitle("Causal attention: how many times more the core-only form needs, against S")
+    fig.tight_layout()
+    fig.savefig(out / "attention_ratio.png", dpi=100)
+    plt.close(fig)
+    files.append("attention_ratio.png")
+    return files
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--out", default=str(ROOT / "docs" / "frisa"), help="output folder (default docs/frisa/)")
     ap.add_argument("--quick", action="store_true", help="a few points only (a smoke test)")
+    ap.add_argument("--only", choices=sorted(PARTS), action="append",
+                    help="run one part of the study: classic (TopK, Conv3D, softmax, naive Bayes: "
+                         "runs.csv, summary.md) or attention (attention_runs.csv, "
+                         "attention_summary.md); repeatable; default both")
     args = ap.parse_args(argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    start = time.perf_counter()
-    rows = run_all(args.quick, log=lambda s: print(s, file=sys.stderr, flush=True))
-    wall = time.perf_counter() - start
-    write_csv(rows, out / "runs.csv")
-    files = plot(rows, out)
-    text = summary(rows, args.quick, wall)
-    (out / "summary.md").write_text(text)
-    print(text)
-    print("wrote " + ", ".join(str(out / f) for f in ["runs.csv", *files, "summary.md"]), file=sys.stderr)
+    parts = tuple(dict.fromkeys(args.only or PARTS))
+    written = []
+    for part in parts:
+        start = time.perf_counter()
+        rows = run_all(args.quick, lambda s: print(s, file=sys.stderr, flush=True), (part,))
+        wall = time.perf_counter() - start
+        if part == "attention":
+            names = ("attention_runs.csv", "attention_summary.md")
+            files = plot_attention_files(rows, out)
+            text = attention_document(rows, args.quick, wall)
+        else:
+            names = ("runs.csv", "summary.md")
+            files = plot(rows, out)
+            text = summary(rows, args.quick, wall)
+        write_csv(rows, out / names[0])
+        (out / names[1]).write_text(text)
+        print(text)
+        written += [names[0], *files, names[1]]
+    print("wrote " + ", ".join(str(out / f) for f in written), file=sys.stderr)
     return 0
 
 

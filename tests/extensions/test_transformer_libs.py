@@ -177,3 +177,26 @@ def test_a_run_on_data_counts_the_score_temporaries():
         generate_feeds(program, 0)
     text = info.value.format()
     assert ":20:1: error: a run on data needs about" in text and "FRACTAL_MAX_DATA_BYTES" in text
+
+
+def test_attention_study_runs_from_one_command(tmp_path):
+    """scripts/frisa_study.py --only attention (quick points): its table, figures and summary,
+    and the advantage they show, growing with the sequence length."""
+    import csv
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "scripts"))
+    import frisa_study
+    assert frisa_study.main(["--quick", "--only", "attention", "--out", str(tmp_path)]) == 0
+    for name in ("attention_runs.csv", "attention.png", "attention_ratio.png", "attention_summary.md"):
+        assert (tmp_path / name).stat().st_size > 0
+    rows = list(csv.DictReader(open(tmp_path / "attention_runs.csv")))
+    at = {(r["machine"], int(r["n"]), r["form"]): r for r in rows}
+    for machine in {r["machine"] for r in rows}:
+        up = {n: float(at[machine, n, "core"]["bytes_up_total_B"]) / float(at[machine, n, "extension"]["bytes_up_total_B"])
+              for n in (512, 2048)}
+        cycles = {n: float(at[machine, n, "core"]["cycles"]) / float(at[machine, n, "extension"]["cycles"])
+                  for n in (512, 2048)}
+        assert 5 < up[512] < up[2048] and 3 < cycles[512] < cycles[2048], (machine, up, cycles)
+        core = at[machine, 2048, "core"]
+        assert int(core["scores_held_B"]) == 4 * 2048 * 2048
+        assert int(at[machine, 2048, "extension"]["scores_held_B"]) <= int(core["scores_held_B"]) // 64
+    assert "Causal prefill of S queries" in (tmp_path / "attention_summary.md").read_text()
