@@ -188,7 +188,8 @@ def test_attention_study_runs_from_one_command(tmp_path):
     assert frisa_study.main(["--quick", "--only", "attention", "--out", str(tmp_path)]) == 0
     for name in ("attention_runs.csv", "attention.png", "attention_ratio.png", "attention_summary.md"):
         assert (tmp_path / name).stat().st_size > 0
-    rows = list(csv.DictReader(open(tmp_path / "attention_runs.csv")))
+    with open(tmp_path / "attention_runs.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
     at = {(r["machine"], int(r["n"]), r["form"]): r for r in rows}
     for machine in {r["machine"] for r in rows}:
         up = {n: float(at[machine, n, "core"]["bytes_up_total_B"]) / float(at[machine, n, "extension"]["bytes_up_total_B"])

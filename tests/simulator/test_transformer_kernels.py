@@ -23,7 +23,8 @@ def same(op, ins, out: TensorType, **attrs):
     spec = OPCODES[op]
     full = spec.full_attrs(attrs)
     spec.rule([out], [TensorType(dtype_name(a.dtype), a.shape) for a in ins], full)
-    got, want = LEAF_KERNELS[op](ins, full, out), SEMANTICS[op](ins, full, out)
+    with np.errstate(over="ignore"):            # a power past f16's or bf16's range is inf
+        got, want = LEAF_KERNELS[op](ins, full, out), SEMANTICS[op](ins, full, out)
     assert got.dtype == want.dtype and got.shape == want.shape == out.shape
     assert got.flags.c_contiguous
     g, w = got.astype(np.float64), want.astype(np.float64)
