@@ -8,8 +8,8 @@ type when the machine gives one), scaled by how much of the unit the task's tile
   along the rows and produce outputs along the columns, one tile of rows x columns
   multiply-accumulates per cycle, and iterate everything else (the output rows, pixels and
   kernel taps) in time. A matmul `C[M,N] = A[M,K] B[K,N]` (and `eucdist`) puts K on the rows and
-  N on the columns; a conv2d puts the input channels C on the rows and the output channels O on
-  the columns. A dimension smaller than the array, or a remainder, wastes the rest:
+  N on the columns (a batched matmul, each batch element in turn: its batch counts like M); a
+  conv2d puts the input channels C on the rows and the output channels O on the columns. A dimension smaller than the array, or a remainder, wastes the rest:
 
       cycles = ops / (2 x rows x columns) x (ceil(K / rows) rows / K) x (ceil(N / columns) columns / N)
              = M x ceil(K / rows) x ceil(N / columns) for a matmul (one MAC = two ops)

@@ -49,7 +49,8 @@ def _over(name: str, what: str, value: int, where, hint: str | None = None,
 def check_data_run(program, opcodes: dict | None = None) -> None:
     """Refuse a run on data (reference or functional) that would need more host memory or
     compute than the limits allow. Memory: every tensor, plus the largest scratch space one
-    instruction may need (float64 copies of its operands, padded windows)."""
+    instruction may need (float64 copies of its operands, padded windows, the temporaries of an
+    extension's body)."""
     if opcodes is None:
         opcodes = opcode_table(program)
     types = program.types
