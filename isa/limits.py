@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from isa.checker import opcode_table
 from isa.errors import UserError, env_limit
+from isa.extensions import leaf_pieces
 from isa.opcodes import instruction_ops, pads
 
 __all__ = ["LIMITS", "limit", "check_data_run", "check_plan_pieces", "check_sim_pieces"]
@@ -86,7 +87,6 @@ def check_data_run(program, opcodes: dict | None = None) -> None:
 def _temp_elements(spec, types, attrs) -> int:
     """Elements of the temporaries of an extension's body on its largest piece (nested
     extensions' own temporaries included), as a run on data allocates them."""
-    from isa.extensions import leaf_pieces
     n_out, most = spec.outputs, 0
     for piece, _ in leaf_pieces(spec.decl, tuple(types), distinct=True):
         body = spec.body(piece[:n_out], piece[n_out:], attrs)
