@@ -70,16 +70,18 @@ class NodePipeline:
         self.lfu_free = lfu_free        # the children's tasks leave their LFUs idle
         self.timing = timing            # timing(kind): (slowest child's cycles, reservations)
         self.execute = execute          # execute(i, kind): the children's part of EX
-        self.record = record            # record(piece, stage, start, end), or None
+        self.record = record            # record(piece, stage, start, end, value=None), or None
         self.totals = NodeTotals()
         self.reservation: Reservation | None = None
         self.rows: dict = {}            # resource -> intervals held, from the task's start
         self.holds: list = []           # buffer holds
         self.active: list = []          # pieces whose child tasks may still run
 
-    def _note(self, i, stage, start):
+    def _note(self, i, stage, start, value=None):
+        """A stage of piece i from `start` to now; with a value, a counter's value over it
+        ("port busy", "bytes in flight")."""
         if self.record is not None:
-            self.record(i, stage, start, self.env.now)
+            self.record(i, stage, start, self.env.now, value)
 
     def _held(self, resource: str, start):
         self.rows.setdefault(resource, []).append((int(start - self.t0), int(self.env.now - self.t0)))
@@ -137,6 +139,7 @@ class NodePipeline:
                 at = self.env.now
                 yield self.env.timeout(port_cycles)
                 self._held("memory port", at)
+                self._note(-1, "port busy", at, 1)
             yield self.env.timeout(max(0, link_cycles - port_cycles))
             self._held("links in" if link is self.link_in else "links out", start)
         yield self.env.timeout(latency)
@@ -234,6 +237,7 @@ class NodePipeline:
         # on them in this node's memory)
         self.buffers.release(buffer)
         self.holds.append((int(held_since - self.t0), int(env.now - self.t0)))
+        self._note(i, "bytes in flight", held_since, work.load_bytes)
         if st.reduce:
             with self.lfu.request() as req:
                 yield req

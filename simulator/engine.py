@@ -53,9 +53,12 @@ class StageEvent:
     level: int
     opcode: str
     piece: int
-    stage: str          # ID, LD, EX, RD, WB, RUN (leaf or DMA)
+    stage: str          # ID, LD, EX, RD, WB, RUN (leaf or DMA); or a counter's name
     start: int
     end: int
+    value: int | None = None    # a counter's contribution over [start, end): "port busy" (1
+                                # while the port is held), "bytes in flight" (a piece's load
+                                # bytes, from its first byte loaded to its buffer's release)
 
 
 def _pieces_per_root(plan: Plan, mode: str) -> list[int]:
@@ -179,10 +182,11 @@ class Engine:
         if self._violations:
             raise self._violations[0]
 
-    def record(self, path, node, piece, stage, start, end):
+    def record(self, path, node, piece, stage, start, end, value=None):
         if self.events is not None and end > start:
             self.events.append(StageEvent(node=path, level=node.level, opcode=node.task.opcode,
-                                          piece=piece, stage=stage, start=int(start), end=int(end)))
+                                          piece=piece, stage=stage, start=int(start), end=int(end),
+                                          value=value))
 
     # ------------------------------------------------------------ analysis
     def bound(self, node: NodePlan) -> str:
@@ -228,7 +232,8 @@ class NodeRun:
                 timer.duration(engine.plan.node(t, below), None),
                 timer.reservation(engine.plan.node(t, below))))
             pipe = NodePipeline(env, schedule, lv, self.child, timing, self._execute,
-                                lambda i, stage, a, b: engine.record(path, node, i, stage, a, b),
+                                lambda i, stage, a, b, v=None:
+                                engine.record(path, node, i, stage, a, b, v),
                                 lfu_free=lfu_free(kids))
             pipe.totals = self.totals
             yield from pipe.run()
@@ -288,6 +293,8 @@ class NodeRun:
         start = self.env.now
         yield self.env.timeout(max(compute, memory))
         self.engine.record(self.path, node, 0, "RUN", start, self.env.now)
+        if node.kind == PlanKind.LOCAL:         # the DMA streams through the node's port
+            self.engine.record(self.path, node, 0, "port busy", start, start + memory, 1)
 
     def _execute(self, i: int, kind: tuple):
         engine, env = self.engine, self.env

@@ -34,7 +34,8 @@ def trace(plan):
     engine = Engine(plan, "exact", trace=True)
     cycles = engine.instruction_cycles()
     assert Engine(plan, "symmetric").instruction_cycles() == cycles
-    return cycles, literal((e.node, e.stage, e.piece, e.start, e.end) for e in engine.events)
+    return cycles, literal((e.node, e.stage, e.piece, e.start, e.end) for e in engine.events
+                          if e.value is None)
 
 
 def literal(events):

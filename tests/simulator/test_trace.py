@@ -51,3 +51,25 @@ def test_a_symmetric_trace_of_65536_leaves(tmp_path):
     assert_no_overlap(threads)
     assert {e["pid"] for e in trace["traceEvents"] if e["ph"] == "X"} == set(range(m.depth + 1))
     assert max(d for spans in threads.values() for _, d in spans) == report.cycles
+
+
+def test_counter_tracks_of_the_port_and_the_bytes_in_flight(tmp_path):
+    """Each split node has a "port busy" counter (0 or 1: one transfer holds the port at a time)
+    and a "bytes in flight" counter: every piece's load bytes, from its first byte loaded until
+    its buffer is given back. At tiny's root, the port counter's area is the port's busy time of
+    the report, and the bytes in flight never exceed what the four leaves' 4 KiB memories hold.
+    Both end at 0."""
+    path = tmp_path / "t.json"
+    report = fractal.run(ROOT / "programs" / "cnn.fasm", "tiny", functional=False, exact=True,
+                         trace=path)
+    series: dict = {}
+    for e in json.loads(path.read_text())["traceEvents"]:
+        if e["ph"] == "C":
+            (key, value), = e["args"].items()
+            series.setdefault(e["name"], []).append((round(e["ts"] * 1e3), value))  # cycles
+    port, held = series["node 0 port busy"], series["node 0 bytes in flight"]
+    assert {v for _, v in port} == {0, 1} and port[-1][1] == 0
+    area = sum((b - a) * v for (a, v), (b, _) in zip(port, port[1:]))
+    assert area == round(report.levels[0]["busy"]["port"] * report.cycles)
+    assert all(0 <= v <= 4 * 4096 for _, v in held) and held[-1][1] == 0
+    assert max(v for _, v in held) > 0
