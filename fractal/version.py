@@ -11,10 +11,13 @@ from functools import lru_cache
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
-__all__ = ["__version__", "SCHEMA_VERSION", "tool_version"]
+__all__ = ["__version__", "DISTRIBUTION", "SCHEMA_VERSION", "tool_version"]
+
+#: the distribution's name (free on PyPI; `fractal` and the stage names are other projects')
+DISTRIBUTION = "fractal-machines"
 
 try:
-    __version__ = version("fractal")
+    __version__ = version(DISTRIBUTION)
 except PackageNotFoundError:            # run from a source tree that was never installed
     __version__ = "0+unknown"
 

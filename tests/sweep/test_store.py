@@ -119,7 +119,7 @@ def test_the_key_changes_with_every_input(monkeypatch):
     monkeypatch.setattr(store_module, "tool_version", lambda: "9.9.9+0")
     keys["version"] = evaluation_key("timing", base)
     monkeypatch.undo()
-    release = importlib.metadata.version("fractal")
+    release = importlib.metadata.version("fractal-machines")
     assert re.fullmatch(re.escape(release) + r"\+[0-9a-f]{16}", store_module.tool_version())
     monkeypatch.setenv("FRACTAL_STORE_VERSION", "pinned")
     keys["pinned version"] = evaluation_key("timing", base)
