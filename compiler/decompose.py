@@ -439,16 +439,20 @@ def _parallel_candidates(sizes, free, fanout):
 
 
 def compile_program(program: Program, machine: Machine, mapping=None,
-                    objective: str = "cycles") -> Plan:
+                    objective: str = "cycles", table=None) -> Plan:
     """Decompose every instruction of a checked program for a machine; `mapping`
     (`compiler.mapping.Mapping`) pins some of their cuts, `objective` (one of `OBJECTIVES`) is
-    what each node's choice minimises."""
+    what each node's choice minimises. `table`, a mapping (task, level) -> NodePlan, holds plans
+    made before for a machine whose levels from that level down are the same (a design-space
+    search shares them across machines); by default the plans start afresh."""
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})",
                         "--objective", hint=did_you_mean(objective, OBJECTIVES))
     check_machine_shape(machine.fanouts, f"machine '{machine.name}'", f"machine '{machine.name}'")
     dec = Decomposer(machine, objective)
     dec.program = program
+    if table is not None:
+        dec.table = table
     root = machine.levels[0]
     total = sum(t.type.nbytes for t in program.tensors)
     if total > root.memory_bytes:

@@ -25,12 +25,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from compiler import verify_plan
-from compiler.decompose import Decomposer, compile_program
+from compiler.decompose import compile_program
 from compiler.plan import Plan
-from compiler.rules import task_of
 from fractal.store import program_inputs
 from fractal.sweep import ENERGY_PARTS, timing_row
-from isa.checker import opcode_table
 from isa.program import Program
 from machine import Machine
 
@@ -70,7 +68,7 @@ def timing_class(m: Machine) -> Machine:
 
 
 class SharedTable:
-    """A `Decomposer`'s plan table backed by the plans of every machine that shares a level's
+    """A plan table (`compile_program`'s `table`) backed by the plans of every machine that shares a level's
     suffix (its levels from there down and the leaf compute)."""
 
     def __init__(self, machine: Machine, plans: dict):
@@ -105,19 +103,9 @@ class Memo:
     def compile(self, program: Program, machine: Machine) -> Plan:
         """`compiler.compile_program(program, machine)` (objective cycles, no pins), planning
         only the (task, level) entries no machine of the same suffix planned before."""
-        if sum(t.type.nbytes for t in program.tensors) > machine.levels[0].memory_bytes:
-            return compile_program(program, machine)    # its message: the root is too small
         if sum(len(t) for t in self.plans.values()) > MAX_PLANS:
             self.plans.clear()
-        dec = Decomposer(machine, "cycles")
-        dec.program = program
-        dec.table = SharedTable(machine, self.plans)
-        types, table = program.types, opcode_table(program)
-        roots = []
-        for ins in program.instructions:
-            dec.origin = ins
-            roots.append(dec.plan(task_of(ins, types, table), 0))
-        return Plan(program, machine, tuple(roots), dec.reachable(roots), "cycles")
+        return compile_program(program, machine, table=SharedTable(machine, self.plans))
 
     def run(self, program: Program, machine: Machine):
         """`api.run(program, machine, functional=False)` with the plan from `compile`."""
