@@ -23,6 +23,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from compiler.tables import frame, html_table
 from fractal.explore.evaluate import Evaluation, Job, run_job, timing_class
 from fractal.explore.outcome import outcome, precheck
 from fractal.explore.pareto import Front, front
@@ -50,6 +51,14 @@ class ExploreResult:
     ran: int
     out: Path
     store: str
+
+    def to_frame(self):
+        """Every point's row as a pandas DataFrame (the columns of points.csv)."""
+        return frame(self.points)
+
+    def _repr_html_(self) -> str:
+        return html_table(self.points, f"{len(self.points)} design points, {len(self.front)} on "
+                                       f"the front ({self.ran} run now)")
 
 
 class _Study:

@@ -144,3 +144,14 @@ def test_the_commands_explore_plot_and_write_back(study):
     with contextlib.redirect_stderr(err):
         assert main(["explore", str(tmp / "bad.toml"), "-o", str(tmp / "bad")], out) == 2
     assert f"{tmp / 'bad.toml'}: vary.fan_out: error: unknown key 'fan_out'" in err.getvalue()
+
+
+def test_an_exploration_is_a_table_in_a_notebook(study):
+    """Like a sweep's rows: every point a row of `to_frame()`, and an HTML table for Jupyter."""
+    pandas = pytest.importorskip("pandas")
+    _, result = study
+    df = result.to_frame()
+    assert isinstance(df, pandas.DataFrame) and len(df) == len(result.points)
+    assert int(df["feasible"].sum()) == sum(r["feasible"] for r in result.points)
+    page = result._repr_html_()
+    assert f"{len(result.points)} design points, {len(result.front)} on the front" in page
