@@ -33,7 +33,9 @@ __all__ = ["Comparison", "COMPARISONS", "Row", "compare", "compare_runs", "geome
            "table_text", "class_table", "batch_table", "batch_rows", "area_rows", "plot",
            "scaling", "PROGRAM_CLASSES", "BATCHES", "DTYPE"]
 
-#: the class of each workload of the suite, for the per-class geometric means
+#: the class of each workload of the suite, for the per-class geometric means: the Cambricon-F
+#: papers' 2019 suite of CNNs, RNNs and classic machine learning (the transformers of
+#: fractal.workloads are compared with GPUs in docs/llm.md, scripts/llm_study.py)
 PROGRAM_CLASSES = {"vgg16": "CNN", "resnet18": "CNN", "alexnet": "CNN", "lstm": "RNN",
                    "mlp_classifier": "MLP", "knn_classifier": "classic ML",
                    "kmeans_iteration": "classic ML", "svm_rbf": "classic ML",
@@ -125,7 +127,7 @@ def suite(batch: int | None = None, dtype: str | None = DTYPE) -> dict[str, str]
     """The workload suite's programs (name -> program text) at their default sizes, every data
     tensor in `dtype` (None: each workload's own)."""
     params = {"dtype": dtype} if dtype else {}
-    return {name: generate(name, batch=batch, **params) for name in WORKLOADS}
+    return {name: generate(name, batch=batch, **params) for name in PROGRAM_CLASSES}
 
 
 def _row(run: sn.ProgramRun, machine: str, batch: int | None = None) -> Row:
@@ -165,7 +167,7 @@ def compare(programs: dict[str, str], comparisons=COMPARISONS, progress=None,
 def batch_rows(comparisons=COMPARISONS, names=None, batches=BATCHES, launch: str | None = None,
                dtype: str | None = DTYPE, progress=None) -> list[Row]:
     """The CNN and RNN workloads (or `names`) at each batch size, on every comparison."""
-    names = [n for n in WORKLOADS if PROGRAM_CLASSES[n] in ("CNN", "RNN")] if names is None \
+    names = [n for n, c in PROGRAM_CLASSES.items() if c in ("CNN", "RNN")] if names is None \
         else list(names)
     rows = []
     params = {"dtype": dtype} if dtype else {}

@@ -72,8 +72,10 @@ def _workload_args(w, args) -> tuple[dict, str | None]:
     for key, param in w.params.items():
         flag = "--" + key.replace("_", "-")
         names = [flag] if "_" not in key else [flag, f"--{key}"]
-        p.add_argument(*names, dest=key, type=_int_list if param.is_list else _int,
-                       metavar="N,N,..." if param.is_list else "N",
+        p.add_argument(*names, dest=key,
+                       type=str if param.choices else _int_list if param.is_list else _int,
+                       metavar="|".join(param.choices) if param.choices else
+                       "N,N,..." if param.is_list else "N",
                        help=f"{param.help} (default {value_text(param.default)})")
     p.add_argument("--dtype", type=_dtype, metavar="f32|f16|bf16",
                    help=f"float type of the data tensors (default {w.dtype})")

@@ -47,14 +47,13 @@ def run(args, out) -> int:
     # lazy: numpy, the compiler, the sweeps (~0.3 s); every `fractal` start loads this module
     from fractal import api, reproduce as rp, sensitivity as sn
     from fractal.baseline import LAUNCH_MODES, load_gpu, with_launch
-    from fractal.workloads import WORKLOADS
 
     f1, f100 = rp.COMPARISONS
     comparisons = (f1.against(load_gpu(args.gpu_f1, "--gpu-f1").name),
                    f100.against(load_gpu(args.gpu_f100, "--gpu-f100").name))
-    names = list(WORKLOADS)
+    names = list(rp.PROGRAM_CLASSES)               # the papers' suite
     for n in args.programs or []:
-        if n not in WORKLOADS:
+        if n not in rp.PROGRAM_CLASSES:
             raise UserError(f"unknown workload '{n}'{did_you_mean(n, names)}; the suite has: "
                             f"{', '.join(names)}", "--programs")
     dtype = None if args.dtype == "own" else args.dtype

@@ -16,13 +16,15 @@ from fractal.workloads.builder import ProgramBuilder
 from fractal.workloads.cnn import ALEXNET, RESNET18, VGG16
 from fractal.workloads.classic import GAUSSIAN_NB, KMEANS, KNN, SVM_RBF
 from fractal.workloads.dense import LOGREG, LSTM, MLP
+from fractal.workloads.transformer import BERT_BASE, GPT2, LLAMA_BLOCK
 
 __all__ = ["WORKLOADS", "Workload", "Param", "ProgramBuilder", "generate", "workload",
            "param_error"]
 
 #: every workload by name
 WORKLOADS: dict[str, Workload] = {w.name: w for w in [
-    VGG16, RESNET18, ALEXNET, MLP, LSTM, KNN, KMEANS, SVM_RBF, LOGREG, GAUSSIAN_NB]}
+    VGG16, RESNET18, ALEXNET, MLP, LSTM, KNN, KMEANS, SVM_RBF, LOGREG, GAUSSIAN_NB,
+    BERT_BASE, GPT2, LLAMA_BLOCK]}
 
 
 def workload(name: str) -> Workload:

@@ -25,11 +25,13 @@ def check_dtype(dtype) -> str:
 
 @dataclass(frozen=True)
 class Param:
-    """A workload parameter: an integer, or a tuple of integers when the default is one."""
-    default: int | tuple[int, ...]
+    """A workload parameter: an integer, a tuple of integers when the default is one, or one word
+    of `choices` (a mode such as prefill or decode) when they are given."""
+    default: int | tuple[int, ...] | str
     help: str
     minimum: int = 1
     multiple_of: int = 1
+    choices: tuple[str, ...] = ()
 
     @property
     def is_list(self) -> bool:
@@ -89,6 +91,12 @@ def value_text(v) -> str:
 
 
 def _check_value(key: str, param: Param, value):
+    if param.choices:
+        if value not in param.choices:
+            hint = did_you_mean(value, param.choices) if isinstance(value, str) else None
+            raise param_error(key, f"{key} must be one of {', '.join(param.choices)}, got {value!r}",
+                              hint=hint)
+        return value
     items = value if param.is_list else (value,)
     if param.is_list and not isinstance(value, (tuple, list)):
         raise param_error(key, f"{key} must be a list of integers, got {value!r}")

@@ -32,6 +32,7 @@ class ProgramBuilder:
         self.dtypes: dict[str, str] = {}
         self._decls: list[tuple[str, str, str, str]] = []      # name, type, role, note
         self._body: list[tuple[str, str, str]] = []             # opcode (or "#"), arguments, note
+        self._libraries: dict[str, str] = {}                    # name -> its declarations
 
     # ------------------------------------------------------------ primitives
 
@@ -54,13 +55,42 @@ class ProgramBuilder:
         self._body.append((opcode, ", ".join(args), note))
         return operands[0]
 
+    def scratch(self, name: str, shape, dtype: str | None = None) -> str:
+        """An internal tensor that later layers reuse: declared at its first use, and the same
+        shape and type at every later one."""
+        if name not in self.shapes:
+            return self.tensor(name, shape, dtype=dtype)
+        if self.shapes[name] != tuple(shape) or self.dtypes[name] != (dtype or self.dtype):
+            raise ValueError(f"scratch tensor '{name}' reused at another shape or type")
+        return name
+
+    def library(self, name: str):
+        """Declare the extensions of the shipped library `programs/lib/NAME.fasm` in the program
+        itself, every f32 operand and temporary in the program's float type, so that the text
+        needs no include and one program has one width."""
+        if name in self._libraries:
+            return
+        from isa.parser import BUNDLED_LIBRARY    # lazy: the parser loads lark
+        lines = []
+        for line in (BUNDLED_LIBRARY / f"{name}.fasm").read_text().splitlines():
+            if not line.strip() or line.lstrip().startswith("#"):
+                continue
+            if line.startswith("include"):
+                raise ValueError(f"library {name} includes another: declare that one first")
+            lines.append(line.replace("f32[", f"{self.dtype}["))
+        self._libraries[name] = "\n".join(
+            [f"# programs/lib/{name}.fasm, with its f32 tensors in {self.dtype}"] + lines)
+
     def section(self, title: str):
         """A comment line before the instructions that follow."""
         self._body.append(("#", title, ""))
 
     def text(self, header: list[str]) -> str:
         """The program: the header comment, aligned declarations, a blank line, instructions."""
-        out = [f"# {part}" for line in header for part in textwrap.wrap(line, 96)]
+        out = [f"# {part}" for line in header
+               for part in textwrap.wrap(line, 96, break_on_hyphens=False)]
+        for declarations in self._libraries.values():
+            out += ["", declarations]
         names = max(len(d[0]) for d in self._decls)
         types = max(len(d[1]) for d in self._decls)
         out.append("")

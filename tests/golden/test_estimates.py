@@ -24,8 +24,9 @@ def test_programs_are_found():
 def test_estimate_agrees_with_the_simulation(path, machine):
     try:
         plan = fractal.compile(path, machine)
-    except CompileError:            # the full-size CNNs do not fit tiny's 16 MiB root memory
-        assert machine == "tiny" and path.stem in ("vgg16", "resnet18", "alexnet")
+    except CompileError:    # full-size CNNs and transformers do not fit tiny's 16 MiB root memory
+        assert machine == "tiny" and path.stem in ("vgg16", "resnet18", "alexnet", "bert_base",
+                                                   "gpt2", "llama_block")
         return
     engine = Engine(plan)
     for root in plan.roots:

@@ -20,6 +20,9 @@ SMALL = {
     "svm_rbf": dict(batch=8, features=4, support_vectors=16, classes=3),
     "logreg": dict(batch=8, features=16, outputs=2),
     "gaussian_nb": dict(batch=16, features=4, classes=3),
+    "bert_base": dict(batch=2, layers=2, seq=8, hidden=16, heads=2, ffn=32),
+    "gpt2": dict(batch=2, layers=2, seq=8, hidden=16, heads=2, ffn=32, vocab=24),
+    "llama_block": dict(batch=2, layers=2, seq=8, hidden=32, heads=4, kv_heads=2, ffn=48),
 }
 
 
@@ -54,6 +57,8 @@ def feeds(program, seed: int = 0) -> dict[str, np.ndarray]:
         value = rng.standard_normal(shape)
         if t.role == "param" and t.name.endswith("_w") and len(shape) == 4:
             value *= math.sqrt(2 / math.prod(shape[1:]))
+        elif t.role == "param" and len(shape) == 3:            # per-head projections [n, H, d]
+            value *= math.sqrt(1 / shape[1])
         elif t.role == "param" and len(shape) == 2 and t.name not in ("centroids", "means",
                                                                          "support_vectors"):
             value *= math.sqrt(1 / shape[0])
