@@ -94,6 +94,7 @@ class BaselineReport:
     factors: Factors | None = None
     launch: str = "eager"                # how its kernels were launched (eager or graphs)
     launch_overhead_s: float = 0.0       # the launch overhead per kernel that follows from it
+    fused: bool = False                  # every extension instruction one kernel
 
     @property
     def ops_per_second(self) -> float:
@@ -121,6 +122,7 @@ class BaselineReport:
                 "area_mm2": self.area_mm2, "time_breakdown": dict(self.time_breakdown),
                 "factors": self.factors.to_json() if self.factors else None,
                 "launch": self.launch, "launch_overhead_s": self.launch_overhead_s,
+                "fused": self.fused,
                 "instructions": [vars(i).copy() for i in self.instructions]}
 
     def text(self) -> str:
@@ -159,17 +161,33 @@ def _kernels(spec, names, types, attrs, table, nbytes) -> list[tuple[str, int, i
                 out += _kernels(sub, ins.operands, [body_types[n] for n in ins.operands],
                                 sub.full_attrs(ins.attr), spec.table, nbytes)
         return out
-    dst_types, src_types = types[:spec.outputs], types[spec.outputs:]
-    ops = int(spec.ops(dst_types, src_types, attrs))
-    written = sum(nbytes(t) for t in dst_types)
-    if spec.name == "slice":                                   # reads only what it copies
-        traffic = 2 * written
-    elif spec.name == "gather":                                # the indices, then what it copies
-        traffic = nbytes(src_types[1]) + 2 * written
-    else:                                                      # a source named twice is read once
-        sources = dict(zip(names[spec.outputs:], src_types))
-        traffic = sum(nbytes(t) for t in sources.values()) + written
-    return [(opcode_class(spec.name), ops, traffic)]
+    ops = int(spec.ops(types[:spec.outputs], types[spec.outputs:], attrs))
+    return [(opcode_class(spec.name), ops, _traffic(spec.name, spec.outputs, names, types, nbytes))]
+
+
+def _launches(spec, names, types, attrs, table, nbytes, fused: bool) -> list[tuple[dict, int]]:
+    """({op class: ops}, bytes) of every kernel launched: `_kernels`, or with `fused` an extension
+    instruction as one kernel that moves only the extension's operands, its temporaries held on
+    chip (as FlashAttention or a fused LayerNorm kernel runs), and does all its body's ops."""
+    kernels = _kernels(spec, names, types, attrs, table, nbytes)
+    if not fused or spec.decl is None:
+        return [({op_class: ops}, kbytes) for op_class, ops, kbytes in kernels]
+    ops: dict[str, int] = {}
+    for op_class, n, _ in kernels:
+        ops[op_class] = ops.get(op_class, 0) + n
+    return [(ops, _traffic(spec.name, spec.outputs, names, types, nbytes))]
+
+
+def _traffic(name, n_out, names, types, nbytes) -> int:
+    """Compulsory bytes of one kernel: every distinct source read once, every destination
+    written once; a slice reads only what it copies, a gather its indices and what it picks."""
+    written = sum(nbytes(t) for t in types[:n_out])
+    if name == "slice":
+        return 2 * written
+    if name == "gather":
+        return nbytes(types[n_out + 1]) + 2 * written
+    sources = dict(zip(names[n_out:], types[n_out:]))         # a source named twice is read once
+    return sum(nbytes(t) for t in sources.values()) + written
 
 
 def _precision(precision: str) -> str:
@@ -180,10 +198,12 @@ def _precision(precision: str) -> str:
 
 
 def estimate(program: str | Path | Program, gpu: str | Path | Gpu, *, precision: str | None = None,
-             factors: dict | Factors | None = None, launch: str | None = None) -> BaselineReport:
+             factors: dict | Factors | None = None, launch: str | None = None,
+             fused: bool = False) -> BaselineReport:
     """The roofline time and energy of a program on a GPU (a preset name, a .toml path or a Gpu),
     at `precision` (fp16 or fp32; None: the program's own, see `program_precision`), with its
-    kernels launched `launch` (eager or graphs; None: eager, the GPU's own launch overhead)."""
+    kernels launched `launch` (eager or graphs; None: eager, the GPU's own launch overhead);
+    `fused`: every extension instruction one kernel (`_kernels`)."""
     from fractal.api import load_program  # lazy: `baseline gpus` needs no compiler (~0.2 s)
     program = load_program(program)
     gpu = with_launch(load_gpu(gpu), launch)
@@ -204,16 +224,22 @@ def estimate(program: str | Path | Program, gpu: str | Path | Gpu, *, precision:
         active = 1 if step.mode == "single" else used
         parts = {"launch": 0.0, "compute": 0.0, "bandwidth": 0.0, "interconnect": 0.0}
         energy = traffic = 0.0
-        kernels = _kernels(spec, ins.operands, list(step.types), spec.full_attrs(ins.attr), table, nbytes)
-        for op_class, ops, kbytes in kernels:
-            peak = class_peak(gpu, op_class, precision)
-            compute = ops / (peak * factors.compute[op_class]) if ops else 0.0
-            memory = kbytes / (gpu.memory_bandwidth * factors.bandwidth[op_class])
+        kernels = _launches(spec, ins.operands, list(step.types), spec.full_attrs(ins.attr), table,
+                            nbytes, fused)
+        for classes, kbytes in kernels:
+            # a kernel of several op classes (a fused extension) runs them one after another;
+            # it streams its bytes at the bandwidth factor of the class that takes longest
+            times = {c: ops / (class_peak(gpu, c, precision) * factors.compute[c]) if ops else 0.0
+                     for c, ops in classes.items()}
+            compute = sum(times.values())
+            memory = kbytes / (gpu.memory_bandwidth
+                               * factors.bandwidth[max(times, key=times.get)])
             busy = max(compute, memory)
             parts["launch"] += gpu.launch_overhead_s
             parts["compute" if compute >= memory else "bandwidth"] += busy
             if busy:
-                activity = max(ops / peak, kbytes / gpu.memory_bandwidth) / busy
+                peak_time = sum(ops / class_peak(gpu, c, precision) for c, ops in classes.items())
+                activity = max(peak_time, kbytes / gpu.memory_bandwidth) / busy
                 energy += (gpu.tdp_watts - gpu.idle_watts) * activity * busy * active
             traffic += kbytes * active
         g = used
@@ -245,4 +271,5 @@ def estimate(program: str | Path | Program, gpu: str | Path | Gpu, *, precision:
         ops=program_ops(program, table),
         peak_ops_per_second=gpu.gpus * class_peak(gpu, "matmul", precision),
         area_mm2=gpu.gpus * gpu.die_area_mm2, time_breakdown=breakdown, instructions=rows,
-        factors=factors, launch=launch or "eager", launch_overhead_s=gpu.launch_overhead_s)
+        factors=factors, launch=launch or "eager", launch_overhead_s=gpu.launch_overhead_s,
+        fused=fused)

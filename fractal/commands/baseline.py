@@ -26,6 +26,9 @@ def register(sub):
                         "when its float tensors are all f16/bf16, else fp32)")
     e.add_argument("--factors", metavar="F.toml", help="efficiency factors overriding the defaults")
     launch_arg(e)
+    e.add_argument("--fused", action="store_true",
+                   help="each extension instruction one kernel that moves only its operands "
+                        "(FlashAttention, fused LayerNorm); default: a kernel per body instruction")
     e.add_argument("--json", action="store_true", help="print a machine-readable report")
     e.set_defaults(handler=_estimate)
 
@@ -59,7 +62,7 @@ def _estimate(args, out) -> int:
     from fractal.baseline import estimate, load_factors  # lazy: ~10 ms at every `fractal` start
     factors = load_factors(args.factors) if args.factors else None
     report = estimate(args.file, args.gpu, precision=args.precision, factors=factors,
-                      launch=args.launch)
+                      launch=args.launch, fused=args.fused)
     if args.json:
         strict_json.dump(report.to_json(), out)
     else:
