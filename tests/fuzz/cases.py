@@ -221,7 +221,29 @@ def _bad_value(action) -> str | None:
     return None
 
 
+#: values for workload parameters: sizes a generator takes, and values it must refuse
+GEN_VALUES = ["1", "2", "3", "4", "8", "16", "64", "128", "129", "0", "-1", "x", "", "1.5",
+              "3,-2", "4,8", "99999999999999999999", "prefill", "decode", "decod"]
+
+
+def gen_case(rng) -> Case:
+    """`fractal gen NAME` with a few of its parameters set to sizes it takes or values it must
+    refuse (a size below its minimum, words, a list where a size goes, a mode it lacks, sizes
+    that break a rule between parameters such as heads dividing hidden): 0 or a located 2."""
+    from fractal.workloads import WORKLOADS
+    name = _pick(rng, sorted(WORKLOADS))
+    params = sorted(WORKLOADS[name].params) + ["dtype"]
+    argv = ["gen", name]
+    for key in rng.choice(params, size=int(rng.integers(1, 4)), replace=False):
+        value = _pick(rng, ["f32", "f16", "bf16", "f64"]) if key == "dtype" else \
+            _pick(rng, GEN_VALUES)
+        argv += [f"--{key.replace('_', '-')}", value]
+    return Case("args", f"gen {name}:params", argv, {}, None, "args")
+
+
 def args_case(rng) -> Case:
+    if rng.integers(0, 4) == 0:
+        return gen_case(rng)
     table = parsers()
     words = _pick(rng, sorted(table))
     p = table[words]
