@@ -209,12 +209,14 @@ def merge_runs(x: np.ndarray, bounds: list[int], keys: np.ndarray | None = None)
 
 
 def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS,
-                 batch: dict | None = None) -> dict[str, np.ndarray]:
-    """Run a whole program's plan; return its output tensors."""
+                 batch: dict | None = None, cache: dict | None = None) -> dict[str, np.ndarray]:
+    """Run a whole program's plan; return its output tensors. `cache`, a dict passed again to
+    later runs of the same plan with the same `batch`, keeps every node's child calls and tile
+    tables between runs."""
     program = plan.program
     env = {t.name: np.zeros(t.type.shape, NP_DTYPES[t.type.dtype]) for t in program.tensors}
     env.update({k: np.asarray(v) for k, v in feeds.items()})
-    cache: dict = {}
+    cache = {} if cache is None else cache
     for ins, root in zip(program.instructions, plan.roots):
         n_out = root.task.spec.outputs
         inputs = [env[n] for n in ins.operands[n_out:]]

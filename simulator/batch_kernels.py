@@ -29,14 +29,17 @@ from __future__ import annotations
 
 import ctypes
 import math
-from contextlib import contextmanager
+from concurrent.futures import ThreadPoolExecutor
 
 import numba
 import numpy as np
 from llvmlite.binding import add_symbol
-from numba import njit, prange, types
+from llvmlite import ir
+from numba import njit, types
+from numba.core.extending import intrinsic
 from scipy.linalg.cython_blas import __pyx_capi__
 
+from isa.errors import InternalError
 from isa.opcodes import pads
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, dtype_name
@@ -45,8 +48,9 @@ from simulator.kernels import LEAF_KERNELS
 
 __all__ = ["LEAF_BATCH_KERNELS", "warm_up_batches"]
 
-jit = njit(cache=True, error_model="numpy")
-pjit = njit(cache=True, error_model="numpy", parallel=True)
+# nogil: the parts of a batch run on threads of `_POOL` (waiting on a lock, where numba's own
+# parallel loops spin: on a host whose cores are busy that costs milliseconds per call)
+jit = njit(cache=True, error_model="numpy", nogil=True)
 
 
 def _blas(name: str) -> types.ExternalFunction:
@@ -71,17 +75,60 @@ _BF16_DEST = (8, -125, float(np.finfo(NP_DTYPES["bf16"]).max))
 
 # ---------------------------------------------------------------- rounding and combining
 
+@intrinsic
+def _bits(typingctx, v):
+    """The IEEE bit pattern of a float64, as a uint64."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.uint64(types.float64), codegen
+
+
+@intrinsic
+def _float(typingctx, b):
+    """The float64 whose IEEE bit pattern is the uint64 b."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.uint64), codegen
+
+
 @jit
 def _narrow(v, p, emin, top):
     # float64 v rounded to nearest even at p significant bits (subnormals below 2^(emin-1)),
-    # +-inf beyond the largest finite value `top`
-    if v != v or v == 0.0 or math.isinf(v):
+    # +-inf beyond the largest finite value `top`: round half to even on v's own bits, the carry
+    # running into the exponent
+    b = _bits(v)
+    e = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF)) - 1022      # frexp's exponent
+    if e == 1025 or v == 0.0:                   # inf, NaN, 0
         return v
-    q = max(math.frexp(v)[1], emin) - p
-    r = math.ldexp(np.rint(math.ldexp(v, -q)), q)
+    if e >= emin:                               # a normal number of the narrow type
+        drop = np.uint64(53 - p)
+        b = (b + ((np.uint64(1) << (drop - np.uint64(1))) - np.uint64(1)) + ((b >> drop) & np.uint64(1))) \
+            & ~((np.uint64(1) << drop) - np.uint64(1))
+    else:
+        b = _subnormal(b, v, e, p, emin)
+    r = _float(b)
     if abs(r) > top:
         return math.copysign(math.inf, v)
     return r
+
+
+@jit
+def _subnormal(b, v, e, p, emin):
+    # the bits of v (frexp exponent e, below the narrow type's normal range) rounded half to even
+    # to a multiple of its smallest subnormal, 2^(emin - p)
+    drop = emin - p - (e - 53)                  # low bits of the 53-bit significand to drop
+    if drop >= 54 or drop == 53 and b & np.uint64(0xFFFFFFFFFFFFF) == 0:
+        return _bits(math.copysign(0.0, v))     # below half the quantum, or a tie with 0
+    if drop == 53:
+        return _bits(math.copysign(math.ldexp(1.0, e), v))  # above half the quantum
+    one = np.uint64(1) << np.uint64(drop)
+    low = b & (one - np.uint64(1))
+    b -= low
+    half = one >> np.uint64(1)
+    odd = drop == 52 or b & one != 0            # at 52 only the implicit leading 1 is kept
+    if low > half or low == half and odd:
+        b += one
+    return b
 
 
 @jit
@@ -113,15 +160,18 @@ def _combine(old, v, first, p, emin, top, wrap):
 
 @jit
 def _groups(tiles, lo, hi):
-    # the first row of each output region (columns lo:hi of `tiles`), and the end
-    starts = [0]
+    # the first row of each run of rows equal in columns lo:hi (an output region), and the end
+    starts = np.empty(tiles.shape[0] + 1, np.int64)
+    n = 1
+    starts[0] = 0
     for t in range(1, tiles.shape[0]):
         for j in range(lo, hi):
             if tiles[t, j] != tiles[t - 1, j]:
-                starts.append(t)
+                starts[n] = t
+                n += 1
                 break
-    starts.append(tiles.shape[0])
-    return starts
+    starts[n] = tiles.shape[0]
+    return starts[:n + 1] if tiles.shape[0] else starts[:1]
 
 
 @jit
@@ -149,6 +199,32 @@ def _gemm_args():
     return np.empty(6, np.int32), scal32, scal64, np.array([ord("N")], np.uint8)
 
 
+@jit
+def _upcast_k(bits, table, out, part, parts):
+    # out = table[bits]: 16-bit floats to float32, exactly; elements part, part + parts, ...
+    # in blocks of 4096
+    for blk in range(part, (bits.size + 4095) // 4096, parts):
+        for i in range(blk * 4096, min(bits.size, blk * 4096 + 4096)):
+            out[i] = table[bits[i]]
+
+
+@jit
+def _downcast_k(src, bits, table, part, parts):
+    # bits = the f16 (a table of 2^19 patterns by the float32's top 19 bits) or bf16 (the
+    # float32's top 16 bits) bit patterns of float32 values that the type holds: exact, no
+    # rounding; NaN as a quiet NaN. Elements part, part + parts, ... in blocks of 4096
+    f = src.view(np.uint32)
+    for blk in range(part, (src.size + 4095) // 4096, parts):
+        for i in range(blk * 4096, min(src.size, blk * 4096 + 4096)):
+            b = f[i]
+            if src[i] != src[i]:
+                bits[i] = np.uint16((b >> np.uint32(16)) | np.uint32(0x7FC0 if table.size == 0 else 0x7E00))
+            elif table.size:
+                bits[i] = table[b >> np.uint32(13)]
+            else:
+                bits[i] = np.uint16(b >> np.uint32(16))
+
+
 # ---------------------------------------------------------------- MAC kernels
 
 @jit
@@ -163,16 +239,16 @@ def _at(arr, tiles, t, col, zcol, i0, i1, i2, i3):
     return at
 
 
-@pjit
-def _matmul_tiles_k(a, b, out, tiles, p, emin, top, wrap):
+@jit
+def _matmul_tiles_k(a, b, out, tiles, starts, p, emin, top, wrap, part, parts):
     # a [B0..B3, M, K], b [B0..B3, K, N], out [B0..B3, M, N], C-contiguous; rows: the six ranges
     # of A's region, of B's, of C's, first. Per leaf and batch element of its region, one
-    # product A[m, k] @ B[k, n] in a scratch block, stored in or added to its region of C
-    starts = _groups(tiles, 24, 36)
+    # product A[m, k] @ B[k, n] in a scratch block, stored in or added to its region of C. The
+    # output regions (from `starts`) part, part + parts, ...
     double = a.itemsize == 8
     kk, nn, mo, no = a.shape[5], b.shape[5], out.shape[4], out.shape[5]
     flat = out.reshape(-1)
-    for g in prange(len(starts) - 1):
+    for g in range(part, len(starts) - 1, parts):
         args = _gemm_args()
         t = starts[g]
         m, n = tiles[t, 33] - tiles[t, 32], tiles[t, 35] - tiles[t, 34]
@@ -210,21 +286,24 @@ def _shared(tiles, cols):
             h = (h ^ np.uint64(tiles[t, c] & 0xFFFFFFFF)) * np.uint64(1099511628211)
         key[t] = h
     order = np.argsort(key, kind="mergesort")
-    starts = [0]
+    starts = np.empty(n + 1, np.int64)
+    runs = 1
+    starts[0] = 0
     for i in range(1, n):
         for c in cols:
             if tiles[order[i], c] != tiles[order[i - 1], c]:
-                starts.append(i)
+                starts[runs] = i
+                runs += 1
                 break
-    starts.append(n)
-    return order, starts
+    starts[runs] = n
+    return order, starts[:runs + 1] if n else starts[:1]
 
 
 @jit
 def _im2col(x, b, c0, c1, h0, h1, w0, w1, oh0, oh1, ow0, ow1, kh, kw, s, pt, pl, col):
     # col[(c, i, j), (oh, ow)] = X[b, c, oh*s - pt + i, ow*s - pl + j] inside the region
     # [h0, h1) x [w0, w1) of the leaf, 0 outside it (the leaf's padding). x and col
-    # C-contiguous, indexed flat
+    # C-contiguous, indexed flat by unsigned offsets (no negative-index check: the copies vectorize)
     xf, cf = x.reshape(-1), col.reshape(-1)
     hgt, wid = x.shape[2], x.shape[3]
     wo, pix = ow1 - ow0, (oh1 - oh0) * (ow1 - ow0)
@@ -238,42 +317,36 @@ def _im2col(x, b, c0, c1, h0, h1, w0, w1, oh0, oh1, ow0, ow1, kh, kw, s, pt, pl,
                 d = ((ci * kh + i) * kw + j) * pix
                 for oh in range(oh0, oh1):
                     hr = oh * s - pt + i
+                    ud = np.uint64(d)
                     if h0 <= hr < h1:
-                        at = base + hr * wid + (lo + ow0) * s - pl + j
+                        at = np.uint64(base + hr * wid + (lo + ow0) * s - pl + j)
                         for q in range(lo):
-                            cf[d + q] = 0.0
-                        for q in range(hi - lo):
-                            cf[d + lo + q] = xf[at + q * s]
+                            cf[ud + np.uint64(q)] = 0.0
+                        ul = ud + np.uint64(lo)
+                        if s == 1:
+                            for q in range(hi - lo):
+                                cf[ul + np.uint64(q)] = xf[at + np.uint64(q)]
+                        else:
+                            us = np.uint64(s)
+                            for q in range(hi - lo):
+                                cf[ul + np.uint64(q)] = xf[at + np.uint64(q) * us]
                         for q in range(hi, wo):
-                            cf[d + q] = 0.0
+                            cf[ud + np.uint64(q)] = 0.0
                     else:
                         for q in range(wo):
-                            cf[d + q] = 0.0
+                            cf[ud + np.uint64(q)] = 0.0
                     d += wo
 
 
 @jit
-def _conv_offsets(tiles):
-    # where each leaf's product starts in the scratch array, and its end
-    at = np.empty(tiles.shape[0] + 1, np.int64)
-    at[0] = 0
-    for t in range(tiles.shape[0]):
-        at[t + 1] = at[t] + ((tiles[t, 17] - tiles[t, 16]) * (tiles[t, 9] - tiles[t, 8])
-                             * (tiles[t, 21] - tiles[t, 20]) * (tiles[t, 23] - tiles[t, 22]))
-    return at
-
-
-@pjit
-def _conv2d_tiles_k(x, w, out, tiles, prod, s, pt, pl, p, emin, top, wrap):
-    # rows: (n, c, h, w) ranges of X, (o, c, kh, kw) of W, (n, o, ho, wo) of Y, first. Leaves
-    # reading the same X region (channels, cells, images) share its im2col; each leaf's product
-    # W[o, c, :, :] @ col is its own BLAS call, kept in `prod`, then stored in or added to its
-    # region of Y in plan order
+def _conv_products_k(x, w, tiles, order, shared, at, prod, s, pt, pl, part, parts):
+    # rows: (n, c, h, w) ranges of X, (o, c, kh, kw) of W, (n, o, ho, wo) of Y, first. The leaves
+    # of each run of `order` from `shared` read the same X region (channels, cells, images) and
+    # share its im2col; each leaf's product W[o, c, :, :] @ col is its own BLAS call, kept in
+    # prod[at[leaf]:]. Runs part, part + parts, ...
     kh, kw, cw = w.shape[2], w.shape[3], w.shape[1] * w.shape[2] * w.shape[3]
     double = x.itemsize == 8
-    at = _conv_offsets(tiles)               # each leaf's product in `prod`
-    order, shared = _shared(tiles, np.array([0, 1, 2, 3, 4, 5, 6, 7, 20, 21, 22, 23]))
-    for g in prange(len(shared) - 1):
+    for g in range(part, len(shared) - 1, parts):
         args = _gemm_args()
         t = order[shared[g]]
         xn0, c0, c1 = tiles[t, 0], tiles[t, 2], tiles[t, 3]
@@ -292,9 +365,14 @@ def _conv2d_tiles_k(x, w, out, tiles, prod, s, pt, pl, p, emin, top, wrap):
                           cw, col.ctypes.data, pix, y.ctypes.data, pix, double)
                 else:
                     y[:] = 0
-    starts = _groups(tiles, 16, 24)
+
+
+@jit
+def _conv_combine_k(out, tiles, starts, at, prod, p, emin, top, wrap, part, parts):
+    # each leaf's product stored in (first) or added to its region of Y, the leaves of an output
+    # region (runs of `starts`) in plan order; regions part, part + parts, ...
     flat = out.reshape(-1)
-    for g in prange(len(starts) - 1):
+    for g in range(part, len(starts) - 1, parts):
         for t in range(starts[g], starts[g + 1]):
             n0, n1, o0, o1 = tiles[t, 16], tiles[t, 17], tiles[t, 18], tiles[t, 19]
             oh0, oh1, ow0, ow1, first = tiles[t, 20], tiles[t, 21], tiles[t, 22], tiles[t, 23], tiles[t, 24]
@@ -303,46 +381,58 @@ def _conv2d_tiles_k(x, w, out, tiles, prod, s, pt, pl, p, emin, top, wrap):
             for b in range(n0, n1):
                 for o in range(o0, o1):
                     for oh in range(oh0, oh1):
-                        d = ((b * out.shape[1] + o) * out.shape[2] + oh) * out.shape[3] + ow0
+                        d = np.uint64(((b * out.shape[1] + o) * out.shape[2] + oh) * out.shape[3] + ow0)
+                        uk = np.uint64(k)
                         if first and not p and not wrap:
                             for q in range(wo):
-                                flat[d + q] = prod[k + q]
+                                flat[d + np.uint64(q)] = prod[uk + np.uint64(q)]
                         elif not p and not wrap:
                             for q in range(wo):
-                                flat[d + q] += prod[k + q]
+                                flat[d + np.uint64(q)] += prod[uk + np.uint64(q)]
                         else:
                             for q in range(wo):
-                                flat[d + q] = _combine(flat[d + q], prod[k + q], first, p, emin, top, wrap)
+                                uq = np.uint64(q)
+                                flat[d + uq] = _combine(flat[d + uq], prod[uk + uq], first, p, emin, top, wrap)
                         k += wo
 
 
 # ---------------------------------------------------------------- windows and elementwise
 
-@pjit
-def _pool_tiles_k(x, out, tiles, k, s, pt, pl, average, p, emin, top):
+@jit
+def _window(xf, at, wid, r0, r1, c0, c1, average):
+    # the max (NaN wins) or the mean of X's cells [r0, r1) x [c0, c1) of the plane at `at`
+    m, acc = -np.inf, 0.0
+    for hi in range(r0, r1):
+        row = np.uint64(at + hi * wid)
+        for wi in range(c0, c1):
+            v = xf[row + np.uint64(wi)]
+            if average:
+                acc += v
+            elif v > m or v != v:
+                m = v
+    return acc / ((r1 - r0) * (c1 - c0)) if average else m
+
+
+@jit
+def _pool_tiles_k(x, out, tiles, k, s, pt, pl, average, p, emin, top, part, parts):
     # rows: (n, c, h, w) ranges of X, (n, c, ho, wo) of Y, first. ONNX MaxPool (padding never
-    # wins, NaN wins) or AveragePool without the padding, over the leaf's X region
-    starts = _groups(tiles, 8, 16)
-    for g in prange(len(starts) - 1):
-        for t in range(starts[g], starts[g + 1]):
-            xn0, xc0, h0, h1, w0, w1 = tiles[t, 0], tiles[t, 2], tiles[t, 4], tiles[t, 5], tiles[t, 6], tiles[t, 7]
-            n0, n1, c0, c1 = tiles[t, 8], tiles[t, 9], tiles[t, 10], tiles[t, 11]
-            for b in range(n1 - n0):
-                for c in range(c1 - c0):
-                    for oh in range(tiles[t, 12], tiles[t, 13]):
-                        for ow in range(tiles[t, 14], tiles[t, 15]):
-                            m = -np.inf
-                            acc = 0.0
-                            cnt = 0
-                            for hi in range(max(oh * s - pt, h0), min(oh * s - pt + k, h1)):
-                                for wi in range(max(ow * s - pl, w0), min(ow * s - pl + k, w1)):
-                                    v = x[xn0 + b, xc0 + c, hi, wi]
-                                    if v > m or v != v:
-                                        m = v
-                                    acc += v
-                                    cnt += 1
-                            r = acc / cnt if average else m
-                            out[n0 + b, c0 + c, oh, ow] = _dest(r, p, emin, top, False)
+    # wins, NaN wins) or AveragePool without the padding, over X's region [h0, h1) x [w0, w1);
+    # rows part, part + parts, ...
+    xf, yf = x.reshape(-1), out.reshape(-1)
+    hgt, wid = x.shape[2], x.shape[3]
+    for t in range(part, tiles.shape[0], parts):
+        xn0, xc0, h0, h1, w0, w1 = tiles[t, 0], tiles[t, 2], tiles[t, 4], tiles[t, 5], tiles[t, 6], tiles[t, 7]
+        n0, n1, c0, c1 = tiles[t, 8], tiles[t, 9], tiles[t, 10], tiles[t, 11]
+        for b in range(n1 - n0):
+            for c in range(c1 - c0):
+                at = ((xn0 + b) * x.shape[1] + xc0 + c) * hgt * wid
+                for oh in range(tiles[t, 12], tiles[t, 13]):
+                    r0, r1 = max(oh * s - pt, h0), min(oh * s - pt + k, h1)
+                    y = np.uint64((((n0 + b) * out.shape[1] + c0 + c) * out.shape[2] + oh) * out.shape[3])
+                    for ow in range(tiles[t, 14], tiles[t, 15]):
+                        r = _window(xf, at, wid, r0, r1, max(ow * s - pl, w0), min(ow * s - pl + k, w1),
+                                    average)
+                        yf[y + np.uint64(ow)] = _dest(r, p, emin, top, False)
 
 
 @jit
@@ -385,92 +475,161 @@ def _apply(op, a, b):
 
 
 @jit
-def _run(op, xf, xa, xs, yf, ya, ys, zf, za, n, p, emin, top):
-    # Z[za + q] = op(X[xa + q*xs], Y[ya + q*ys]) for q < n, flat; the loop per opcode
-    if op == 0:
+def _row(op, xf, xa, xs, yf, ya, ys, zf, za, n, p, emin, top):
+    # Z[za + q] = op(X[xa + q*xs], Y[ya + q*ys]) for q < n, flat, by unsigned offsets (no
+    # negative-index check); one loop per common opcode
+    xa, ya, za, xs, ys = np.uint64(xa), np.uint64(ya), np.uint64(za), np.uint64(xs), np.uint64(ys)
+    if p:
         for q in range(n):
-            zf[za + q] = _dest(np.float64(xf[xa + q * xs]) + np.float64(yf[ya + q * ys]), p, emin, top, False)
+            u = np.uint64(q)
+            zf[za + u] = _narrow(_apply(op, np.float64(xf[xa + u * xs]), np.float64(yf[ya + u * ys])),
+                                 p, emin, top)
+    elif op == 0:
+        for q in range(n):
+            u = np.uint64(q)
+            zf[za + u] = np.float64(xf[xa + u * xs]) + np.float64(yf[ya + u * ys])
     elif op == 4:
         for q in range(n):
-            zf[za + q] = _dest(_apply(4, np.float64(xf[xa + q * xs]), 0.0), p, emin, top, False)
+            u = np.uint64(q)
+            v = xf[xa + u * xs]
+            zf[za + u] = 0.0 if v < 0 else v
     else:
         for q in range(n):
-            zf[za + q] = _dest(_apply(op, np.float64(xf[xa + q * xs]), np.float64(yf[ya + q * ys])),
-                               p, emin, top, False)
+            u = np.uint64(q)
+            zf[za + u] = _apply(op, np.float64(xf[xa + u * xs]), np.float64(yf[ya + u * ys]))
 
 
-@pjit
-def _elementwise_tiles_k(op, x, y, out, tiles, p, emin, top):
+@jit
+def _step(arr, tiles, t, col, d):
+    # the element stride of arr along d, 0 where its region (at column `col` of row t) has extent
+    # 1 (broadcast against Z's, or Z's extent 1 too); and the offset its region start adds
+    st = arr.strides[d] // arr.itemsize
+    lo = tiles[t, col + 2 * d]
+    if tiles[t, col + 2 * d + 1] - lo > 1:
+        return st, (lo - tiles[t, 16 + 2 * d]) * st
+    return 0, lo * st
+
+
+@jit
+def _reading(arr, tiles, t, col):
+    # arr's four strides as Z's index moves (0 where broadcast), and the offset of the element
+    # Z's index (0, 0, 0, 0) would read
+    s0, a0 = _step(arr, tiles, t, col, 0)
+    s1, a1 = _step(arr, tiles, t, col, 1)
+    s2, a2 = _step(arr, tiles, t, col, 2)
+    s3, a3 = _step(arr, tiles, t, col, 3)
+    return s0, s1, s2, s3, a0 + a1 + a2 + a3
+
+
+@jit
+def _elementwise_tiles_k(op, x, y, out, tiles, p, emin, top, part, parts):
     # rows: the 4-d regions of X, Y and Z, first; a source's dimension of extent 1 under a wider
-    # one of Z is broadcast. All three C-contiguous, indexed flat
-    starts = _groups(tiles, 16, 24)
+    # one of Z is broadcast. All three C-contiguous, indexed flat; a region's rows that lie end to
+    # end in all three run as one
     xf, yf, zf = x.reshape(-1), y.reshape(-1), out.reshape(-1)
-    for g in prange(len(starts) - 1):
-        t = starts[g]
-        xs, ys, zs = np.empty(4, np.int64), np.empty(4, np.int64), np.empty(4, np.int64)
-        xa, ya, za = 0, 0, 0
-        for d in range(3, -1, -1):          # element strides; 0 along a broadcast dimension
-            xs[d] = x.strides[d] // x.itemsize if tiles[t, 2 * d + 1] - tiles[t, 2 * d] > 1 else 0
-            ys[d] = y.strides[d] // y.itemsize if tiles[t, 9 + 2 * d] - tiles[t, 8 + 2 * d] > 1 else 0
-            zs[d] = out.strides[d] // out.itemsize
-            z0 = tiles[t, 16 + 2 * d]
-            xa += tiles[t, 2 * d] * (x.strides[d] // x.itemsize) - z0 * xs[d]
-            ya += tiles[t, 8 + 2 * d] * (y.strides[d] // y.itemsize) - z0 * ys[d]
-        n = tiles[t, 23] - tiles[t, 22]
-        for i0 in range(tiles[t, 16], tiles[t, 17]):
-            for i1 in range(tiles[t, 18], tiles[t, 19]):
-                for i2 in range(tiles[t, 20], tiles[t, 21]):
-                    i3 = tiles[t, 22]
-                    _run(op, xf, xa + i0 * xs[0] + i1 * xs[1] + i2 * xs[2] + i3 * xs[3], xs[3],
-                         yf, ya + i0 * ys[0] + i1 * ys[1] + i2 * ys[2] + i3 * ys[3], ys[3],
-                         zf, i0 * zs[0] + i1 * zs[1] + i2 * zs[2] + i3 * zs[3], n, p, emin, top)
+    z1, z2 = out.shape[1] * out.shape[2] * out.shape[3], out.shape[2] * out.shape[3]
+    for t in range(part, tiles.shape[0], parts):
+        x0, x1, x2, x3, xa = _reading(x, tiles, t, 0)
+        y0, y1, y2, y3, ya = _reading(y, tiles, t, 8)
+        lo0, lo1, lo2, lo3 = tiles[t, 16], tiles[t, 18], tiles[t, 20], tiles[t, 22]
+        e1, e2, n = tiles[t, 19] - lo1, tiles[t, 21] - lo2, tiles[t, 23] - lo3
+        if n == out.shape[3] and x2 == x3 * n and y2 == y3 * n:        # rows end to end
+            n, e2 = n * e2, 1
+            if e2 * n == z2 and x1 == x3 * n and y1 == y3 * n:
+                n, e1 = n * e1, 1
+        for i0 in range(lo0, tiles[t, 17]):
+            for i1 in range(lo1, lo1 + e1):
+                for i2 in range(lo2, lo2 + e2):
+                    _row(op, xf, xa + i0 * x0 + i1 * x1 + i2 * x2 + lo3 * x3, x3,
+                         yf, ya + i0 * y0 + i1 * y1 + i2 * y2 + lo3 * y3, y3,
+                         zf, i0 * z1 + i1 * z2 + i2 * out.shape[3] + lo3, n, p, emin, top)
 
 
 # ---------------------------------------------------------------- wrappers
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
+#: the elementwise opcodes whose result is one of their sources' values, or its negation
+_PICKS = ("relu", "abs", "neg", "min", "max")
 #: the elementwise opcodes `_apply` computes, in its numbering
 ELEMENTWISE = ("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp", "sqrt", "rsqrt", "erf",
                "log", "abs", "neg", "pow", "min", "max")
 
 
 def _c(a, dtype) -> np.ndarray:
-    """`a` as a writeable C-contiguous array of `dtype` (one compiled form per kernel)."""
+    """`a` as a writeable C-contiguous array of `dtype` (one compiled form per kernel); f16 and
+    bf16 to float32 through a table of all their values (numpy's f16 cast is 3x slower)."""
+    table = _UPCAST.get(a.dtype)
+    if table is not None and dtype == _F32:
+        bits = np.ascontiguousarray(a).view(np.uint16).reshape(-1)
+        out = np.empty(a.shape, np.float32)
+        _parallel(_upcast_k, (bits, table, out.reshape(-1)), a.size)
+        return out
     a = np.ascontiguousarray(a, dtype)
     return a if a.flags.writeable else a.copy()
 
 
-def _buffer(out: np.ndarray):
+_NO_TABLE = np.zeros(0, np.uint16)
+
+
+def _f16_table() -> np.ndarray:
+    """The f16 bit pattern of each float32 by its top 19 bits (sign, exponent, 10 bits of
+    mantissa: all an f16 value has), made once."""
+    if "f16" not in _DOWNCAST:
+        with np.errstate(over="ignore"):
+            top = (np.arange(1 << 19, dtype=np.uint32) << np.uint32(13)).view(np.float32)
+            _DOWNCAST["f16"] = top.astype(np.float16).view(np.uint16)
+    return _DOWNCAST["f16"]
+
+
+_DOWNCAST: dict = {}
+#: float32 of every f16 and every bf16 bit pattern
+_UPCAST = {NP_DTYPES[t]: np.arange(1 << 16, dtype=np.uint16).view(NP_DTYPES[t]).astype(np.float32)
+           for t in ("f16", "bf16")}
+
+
+def _buffer(out: np.ndarray, adds: bool = True):
     """(the array a kernel writes, its destination parameters (bits, emin, top, wrap), and a
     function that puts the buffer's values in `out`): `out` itself where it is a C-contiguous
-    float32 or int32 array, else a copy, float32 for the float types."""
+    float32 or int32 array, else a C-contiguous copy, float32 for the float types (a fresh one
+    where no leaf adds to what `out` holds)."""
     kind = dtype_name(out.dtype)
-    if kind in ("f32", "i32"):
-        buf = out if out.flags.c_contiguous and out.flags.writeable else np.array(out, order="C")
+    if kind in ("f32", "i32") and out.flags.c_contiguous and out.flags.writeable:
+        buf = out
+    elif kind in ("f32", "i32"):
+        buf = np.array(out, order="C")
     else:
-        buf = out.astype(np.float32, order="C")
+        buf = _c(out, _F32) if adds else np.empty(out.shape, np.float32)
     params = {"f32": _F32_DEST, "f16": _F16_DEST, "bf16": _BF16_DEST}.get(kind, (0, 0, 0.0))
 
     def done():
-        if buf is not out:
+        if buf is out:
+            return
+        if kind in ("f16", "bf16") and out.flags.c_contiguous:
+            _parallel(_downcast_k, (buf.reshape(-1), out.view(np.uint16).reshape(-1),
+                                    _f16_table() if kind == "f16" else _NO_TABLE), out.size)
+        else:
             out[...] = buf                  # exact: buf holds values of out's type
     return buf, (*params, kind == "i32"), done
 
 
-#: the least multiply-adds of a batch call run on all the host's threads: starting and joining
-#: them costs tens of microseconds, and milliseconds on a host whose cores are busy
+#: the least multiply-adds (or elements) of a batch that runs in parts on the host's threads
 PARALLEL_MACS = 1 << 24
+_POOL: list = []
 
 
-@contextmanager
-def _threads(macs: int):
-    """Kernels inside use the host's threads for `macs` multiply-adds or more, else one."""
-    before = numba.get_num_threads()
-    numba.set_num_threads(before if macs >= PARALLEL_MACS else 1)
-    try:
-        yield
-    finally:
-        numba.set_num_threads(before)
+def _parallel(kernel, args: tuple, work: int) -> None:
+    """kernel(*args, part, parts) for every part: one part below PARALLEL_MACS, else one per
+    thread (NUMBA_NUM_THREADS), the first on this thread."""
+    parts = numba.config.NUMBA_NUM_THREADS if work >= PARALLEL_MACS else 1
+    if parts == 1:
+        kernel(*args, 0, 1)
+        return
+    if not _POOL:
+        _POOL.append(ThreadPoolExecutor(parts - 1, thread_name_prefix="fractal-leaves"))
+    running = [_POOL[0].submit(kernel, *args, k, parts) for k in range(1, parts)]
+    kernel(*args, 0, parts)
+    for r in running:
+        r.result()
 
 
 def _macs(tiles: np.ndarray, cols: list) -> int:
@@ -480,16 +639,17 @@ def _macs(tiles: np.ndarray, cols: list) -> int:
 
 def _matmul_tiles(ins, a, tiles, out):
     ra, rb = ins[0].ndim, ins[1].ndim
-    with _threads(_macs(tiles, [2 * (ra + rb + d) for d in range(out.ndim)] + [2 * ra - 2])):
-        if out.ndim == 2 and ins[0].dtype == _F32 and ins[1].dtype == _F32 and out.dtype == _F32:
-            return _MATMUL_BATCH["matmul"](ins, a, tiles, out)    # sgemm adding in place
-        if out.ndim > 6:
-            return _MATMUL_BATCH["matmul"](ins, a, tiles, out)    # each leaf's kernel in turn
-        mac = _F64 if ins[0].dtype.kind in "iu" else _F32
-        buf, dest, done = _buffer(out)
-        _matmul_tiles_k(_six(ins[0], mac), _six(ins[1], mac), _six(buf, buf.dtype),
-                        _padded(tiles, [x.ndim for x in (*ins, out)], 6), *dest)
-        done()
+    if out.ndim == 2 and ins[0].dtype == _F32 and ins[1].dtype == _F32 and out.dtype == _F32:
+        return _MATMUL_BATCH["matmul"](ins, a, tiles, out)        # sgemm adding in place
+    if out.ndim > 6:
+        return _MATMUL_BATCH["matmul"](ins, a, tiles, out)        # each leaf's kernel in turn
+    mac = _F64 if ins[0].dtype.kind in "iu" else _F32
+    buf, dest, done = _buffer(out)
+    table = _padded(tiles, [ra, rb, out.ndim], 6)
+    _parallel(_matmul_tiles_k, (_six(ins[0], mac), _six(ins[1], mac), _six(buf, buf.dtype), table,
+                                _groups(table, 24, 36), *dest),
+              _macs(tiles, [2 * (ra + rb + d) for d in range(out.ndim)] + [2 * ra - 2]))
+    done()
 
 
 def _six(x: np.ndarray, dtype) -> np.ndarray:
@@ -514,11 +674,19 @@ def _conv2d_tiles(ins, a, tiles, out):
     x, w = _c(ins[0], mac), _c(ins[1], mac)
     buf, dest, done = _buffer(out)
     sizes = np.prod(tiles[:, [17, 19, 21, 23]] - tiles[:, [16, 18, 20, 22]], axis=1)
-    with _threads(_macs(tiles, [16, 8, 2, 20, 22]) * w.shape[2] * w.shape[3]):
-        for lo, hi in _chunks(sizes):
-            _conv2d_tiles_k(x, w, buf, tiles[lo:hi], _scratch(int(sizes[lo:hi].sum()), mac),
-                            a["stride"], top, left, *dest)
+    work = int(sizes.sum()) * (tiles[0, 3] - tiles[0, 2] if len(tiles) else 0) * w.shape[2] * w.shape[3]
+    for lo, hi in _chunks(sizes):
+        part = tiles[lo:hi]
+        at = np.concatenate([[0], np.cumsum(sizes[lo:hi])])
+        prod = _scratch(int(at[-1]), mac)
+        order, shared = _shared(part, _SHARED_COLUMNS)
+        _parallel(_conv_products_k, (x, w, part, order, shared, at, prod, a["stride"], top, left), work)
+        _parallel(_conv_combine_k, (buf, part, _groups(part, 16, 24), at, prod, *dest), work)
     done()
+
+
+#: the columns of a conv2d tile row that fix its im2col: X's region and the output's cells
+_SHARED_COLUMNS = np.array([0, 1, 2, 3, 4, 5, 6, 7, 20, 21, 22, 23])
 
 
 #: the most elements of leaf products one batch call keeps at once
@@ -551,13 +719,40 @@ def _floats(ins, out) -> bool:
     return all(x.dtype.kind == "f" or x.dtype == NP_DTYPES["bf16"] for x in (*ins, out))
 
 
+def _union(tiles: np.ndarray, ins: list, out: np.ndarray, parts: int) -> np.ndarray:
+    """The tile table of a pointwise or window batch computed as the union of its leaves'
+    regions: the whole output, cut into `parts` along its first dimension of more elements, with
+    every source whole (a broadcast source's extent-1 dimensions stay whole). The leaves' output
+    regions are disjoint; they must cover the output."""
+    rank = out.ndim
+    z = tiles[:, -1 - 2 * rank:-1]
+    if int(np.prod(z[:, 1::2] - z[:, 0::2], axis=1).sum()) != out.size:
+        raise InternalError("the leaves of a pointwise batch cover its output exactly",
+                            f"output {out.shape}", f"{len(tiles)} leaf regions")
+    d = next((i for i, n in enumerate(out.shape) if n > 1), 0)
+    rows = []
+    for part in np.array_split(np.arange(out.shape[d]), min(parts, out.shape[d])) if out.size else []:
+        row = []
+        for x in (*ins, out):
+            off = rank - x.ndim                     # a source aligned right against the output
+            for i, n in enumerate(x.shape):
+                cut = i + off == d and n == out.shape[d] > 1
+                row += [int(part[0]), int(part[-1]) + 1] if cut else [0, n]
+        rows.append(row + [1])
+    return np.array(rows, np.int64).reshape(-1, tiles.shape[1])
+
+
+def _parts(work: int) -> int:
+    return numba.config.NUMBA_NUM_THREADS if work >= PARALLEL_MACS else 1
+
+
 def _pool_tiles(average: bool):
     def run(ins, a, tiles, out):               # the checker admits float data only
         top, left, _, _ = pads(a)
-        buf, (p, emin, hi, _), done = _buffer(out)
-        with _threads(_macs(tiles, [8, 10, 12, 14]) * a["kernel"] ** 2):
-            _pool_tiles_k(_c(ins[0], _F32), buf, tiles, a["kernel"], a["stride"], top, left,
-                          average, p, emin, hi)
+        buf, (p, emin, hi, _), done = _buffer(out, adds=False)
+        work = out.size * a["kernel"] ** 2
+        _parallel(_pool_tiles_k, (_c(ins[0], _F32), buf, _union(tiles, ins, out, _parts(work)),
+                                  a["kernel"], a["stride"], top, left, average, p, emin, hi), work)
         done()
     return run
 
@@ -568,6 +763,7 @@ def _four(x: np.ndarray) -> np.ndarray:
 
 def _elementwise_tiles(op: str):
     def run(ins, a, tiles, out):
+        tiles = _union(tiles, ins, out, _parts(out.size))
         if not _floats(ins, out) or out.ndim > 4:
             return _per_leaf(op, ins, a, tiles, out)
         table = _padded(tiles, [x.ndim for x in (*ins, out)], 4)
@@ -575,10 +771,12 @@ def _elementwise_tiles(op: str):
             table = np.ascontiguousarray(np.hstack([table[:, :8], table]))
         x = _four(ins[0])
         y = _four(ins[1]) if len(ins) > 1 else x
-        buf, (p, emin, hi, _), done = _buffer(out)
-        with _threads(out.size):
-            _elementwise_tiles_k(ELEMENTWISE.index(op), x, y,
-                                 buf.reshape((1,) * (4 - out.ndim) + out.shape), table, p, emin, hi)
+        buf, (p, emin, hi, _), done = _buffer(out, adds=False)
+        if op in _PICKS:                            # a value of the sources: no rounding
+            p = 0
+        _parallel(_elementwise_tiles_k, (ELEMENTWISE.index(op), x, y,
+                                         buf.reshape((1,) * (4 - out.ndim) + out.shape), table, p, emin, hi),
+                  out.size)
         done()
     return run
 

@@ -114,11 +114,12 @@ def busy_fractions(plan: Plan, engine: Engine, cycles: int) -> list[dict]:
     return busy
 
 
-def compute_outputs(plan: Plan, feeds: dict) -> dict:
+def compute_outputs(plan: Plan, feeds: dict, cache: dict | None = None) -> dict:
     """The leaves compute the outputs, each leaf kernel on one thread: a leaf is one accelerator,
-    and BLAS thread pools started inside thousands of small leaf products only contend."""
+    and BLAS thread pools started inside thousands of small leaf products only contend. `cache`:
+    see `execute_plan` (a dict kept for later runs of the same plan)."""
     with threadpool_limits(1, user_api="blas"):
-        return execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS)
+        return execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS, cache)
 
 
 def _check_pieces(engine: Engine) -> None:

@@ -233,9 +233,11 @@ def test_narrow_rounds_as_the_type_casts(dt, bits, emin, top):
     target = np.float16 if dt == "f16" else BF16
     tiny, big = float(np.finfo(target).smallest_subnormal), float(np.finfo(target).max)
     ulp = 2.0 ** (1 - bits)
-    edges = [tiny / 2, tiny * 1.5, tiny * 2.5, big, big * (1 + ulp / 2), big * (1 + ulp / 4),
+    edges = [tiny / 2, tiny * 1.5, tiny * 2.5, tiny * 3.5, tiny * 0.75, big, big * (1 + ulp / 2),
+             big * (1 + ulp / 4), tiny * 2 ** 7 * (1 + ulp / 2), tiny * 2 ** 10 * (1 + 3 * ulp / 2),
              1 + ulp / 2, 1 + 3 * ulp / 2, 1 + ulp / 2 + 2**-40, -(1 + ulp / 2), 0.0, -0.0]
-    xs = np.concatenate([edges, rng.standard_normal(20000) * 10.0 ** rng.integers(-9, 6, 20000)])
+    xs = np.concatenate([edges, rng.standard_normal(20000) * 10.0 ** rng.integers(-9, 6, 20000),
+                         tiny * rng.uniform(-2**12, 2**12, 5000)])      # subnormal and near
     xs = xs.astype(np.float32).astype(np.float64)   # the values kernels round: float32 products
     with np.errstate(over="ignore"):                # beyond the largest finite value: inf
         want = xs.astype(np.float32).astype(target).astype(np.float64)
