@@ -360,8 +360,10 @@ def _connect(address: str):
         raise UserError(f"cannot reach the Dask scheduler at {address}: {e}", "--dask") from None
 
 
-def _results(points: list, workers: int, dask, work=run_point):
-    """(point, `work(point)` run in a worker) for each point, in the order they finish."""
+def _results(points: list, workers: int, dask, work=None):
+    """(point, `work(point)` run in a worker, `run_point` by default) for each point, in the
+    order they finish."""
+    work = work or run_point
     if dask is not None:
         # lazy: Dask is an optional extra (.[dask]) and takes ~1 s to import
         from distributed import Client, as_completed as dask_completed
