@@ -7,7 +7,7 @@ See docs/onnx.md.
 """
 from fractal.onnx_import.builder import identifier
 from fractal.onnx_import.convert import import_model
-from fractal.onnx_import.ops import CONVERTERS
+from fractal.onnx_import.ops import CONVERTERS          # filled by ops, ops_index and ops_norm
 
 __all__ = ["import_model", "identifier", "SUPPORTED_OPS"]
 

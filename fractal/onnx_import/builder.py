@@ -4,7 +4,8 @@ A `Value` is what an ONNX value became: either a declared fractal tensor (`name`
 known at import time (`const`: an initializer, a Constant node, anything folded from them). A
 constant is declared as a `param` tensor, its data kept for the .npz, only when an instruction
 reads it; constants that only feed shapes (Reshape's shape, Shape -> Gather chains) never appear
-in the program.
+in the program. Float data has the model's float type (f32 or f16); integer and boolean data
+(token ids, masks) is i32, booleans as 0 and 1.
 """
 from __future__ import annotations
 
@@ -48,21 +49,28 @@ class Value:
     const: np.ndarray | None = None     # its value, when known at import time
     hint: str | None = None             # a constant's name for its param tensor
     comment: str = ""                   # where a constant comes from (an initializer's name)
+    dtype: str = "f32"                  # the fractal dtype: the model's float type, or i32
 
     @property
     def is_const(self) -> bool:
         return self.const is not None
 
+    @property
+    def is_int(self) -> bool:
+        return self.dtype == "i32"
+
 
 class Builder:
     """Collects declarations (with the ONNX name in a comment), instructions and param data.
-    Every tensor has the model's float type `dtype` (f32 or f16), and so do the params."""
+    Float tensors and params have the model's float type `dtype` (f32 or f16); integer ones
+    are i32."""
 
     def __init__(self, dtype: str = "f32"):
         self.dtype = dtype
         self.np_dtype = np.float16 if dtype == "f16" else np.float32
         self.taken: set[str] = set()
-        self.decls: list[tuple[str, tuple, str | None, str]] = []   # name, shape, role, comment
+        self.decls: list[tuple[str, tuple, str | None, str, str]] = []  # name, shape, role,
+        #                                                                   comment, dtype
         self.lines: list[str] = []
         self.params: dict[str, np.ndarray] = {}
         self.node = ""                     # the ONNX node being converted, for comments
@@ -79,20 +87,23 @@ class Builder:
         return name
 
     def declare(self, hint: str, shape, role: str | None = None, onnx_name: str | None = None,
-                name: str | None = None, comment: str = "") -> Value:
+                name: str | None = None, comment: str = "", dtype: str | None = None) -> Value:
         """A new tensor named after `hint` (or exactly `name`, taken earlier with `fresh`), with
-        a comment that gives its ONNX name."""
+        a comment that gives its ONNX name; of the model's float type unless `dtype` says."""
         name = name or self.fresh(hint)
         comment = onnx_comment(onnx_name) if onnx_name is not None else comment
-        self.decls.append((name, tuple(shape), role, comment))
-        return Value(tuple(shape), name)
+        dtype = dtype or self.dtype
+        self.decls.append((name, tuple(shape), role, comment, dtype))
+        return Value(tuple(shape), name, dtype=dtype)
 
-    def temp(self, hint: str, shape) -> Value:
-        return self.declare(hint, shape)
+    def temp(self, hint: str, shape, dtype: str | None = None) -> Value:
+        return self.declare(hint, shape, dtype=dtype)
 
     def const(self, array, hint: str | None = None, comment: str = "") -> Value:
+        """A value known at import time: i32 data if its array holds integers or booleans."""
         a = np.asarray(array)
-        return Value(tuple(a.shape), const=a, hint=hint, comment=comment)
+        dtype = "i32" if a.dtype.kind in "biu" else self.dtype
+        return Value(tuple(a.shape), const=a, hint=hint, comment=comment, dtype=dtype)
 
     def operand(self, v: Value, hint: str = "const") -> str:
         """The tensor name of `v`, declaring a constant as a param the first time it is read."""
@@ -100,10 +111,17 @@ class Builder:
             a = v.const
             if a.dtype.kind == "f" and a.dtype.itemsize <= 8:
                 a = a.astype(self.np_dtype)
+            elif a.dtype.kind in "biu":
+                if a.size and not (-2**31 <= int(a.min()) and int(a.max()) < 2**31):
+                    raise UserError(f"an integer constant holds values outside the range of i32 "
+                                    f"({int(a.min())} .. {int(a.max())}), the program's integer "
+                                    f"type", self.node or None)
+                a = a.astype(np.int32)
             else:
                 raise UserError(f"a constant of dtype {a.dtype} is used as data; this program "
-                                f"computes {self.dtype} data", self.node or None)
-            v.name = self.declare(v.hint or hint, a.shape, "param", comment=v.comment).name
+                                f"computes {self.dtype} and i32 data", self.node or None)
+            v.name = self.declare(v.hint or hint, a.shape, "param", comment=v.comment,
+                                  dtype=v.dtype).name
             self.params[v.name] = np.array(a, order="C")
         return v.name
 
@@ -119,9 +137,9 @@ class Builder:
         self.lines.append(line)
         return dst
 
-    def to(self, dst: Value | None, hint: str, shape) -> Value:
-        """`dst` if given, else a new internal tensor of `shape`."""
-        return dst if dst is not None else self.temp(hint, shape)
+    def to(self, dst: Value | None, hint: str, shape, dtype: str | None = None) -> Value:
+        """`dst` if given, else a new internal tensor of `shape` (and `dtype`)."""
+        return dst if dst is not None else self.temp(hint, shape, dtype)
 
     def reshape(self, v: Value, shape, dst: Value | None = None) -> Value:
         shape = tuple(int(d) for d in shape)
@@ -129,17 +147,19 @@ class Builder:
             return self.const(v.const.reshape(shape), v.hint, v.comment)
         if v.shape == shape and dst is None:
             return v
-        return self.emit("reshape", self.to(dst, f"{v.name}_reshaped", shape), v)
+        return self.emit("reshape", self.to(dst, f"{v.name}_reshaped", shape, v.dtype), v)
 
-    def slice(self, v: Value, axis: int, start: int, length: int) -> Value:
-        if v.is_const:
+    def slice(self, v: Value, axis: int, start: int, length: int,
+              dst: Value | None = None) -> Value:
+        if v.is_const and dst is None:
             part = np.take(v.const, range(start, start + length), axis=axis)
             return self.const(part, v.hint and f"{v.hint}_{start}",
                               v.comment and f"{v.comment}, {start}:{start + length} on axis {axis}")
-        if start == 0 and length == v.shape[axis]:
+        if start == 0 and length == v.shape[axis] and dst is None:
             return v
         shape = v.shape[:axis] + (length,) + v.shape[axis + 1:]
-        return self.emit("slice", self.temp(f"{v.name}_{start}", shape), v, axis=axis, start=start)
+        return self.emit("slice", self.to(dst, f"{v.name}_{start}", shape, v.dtype), v, axis=axis,
+                         start=start)
 
     def transpose(self, v: Value, perm, dst: Value | None = None) -> Value:
         perm = tuple(int(p) for p in perm)
@@ -148,8 +168,8 @@ class Builder:
                               v.comment and f"{v.comment}, transposed {perm}")
         if perm == tuple(range(len(perm))) and dst is None:
             return v
-        return self.emit("transpose", self.to(dst, f"{v.name}_t", [v.shape[p] for p in perm]), v,
-                         perm=perm)
+        return self.emit("transpose", self.to(dst, f"{v.name}_t", [v.shape[p] for p in perm],
+                                              v.dtype), v, perm=perm)
 
     # ------------------------------------------------------------ the program text
 
@@ -157,7 +177,7 @@ class Builder:
         """Declarations (inputs, params, internals, outputs) aligned, then the instructions."""
         order = {"input": 0, "param": 1, None: 2, "output": 3}
         decls = sorted(self.decls, key=lambda d: order[d[2]])
-        rows = [(f"tensor {n}", f": {TensorType(self.dtype, s)}", r or "", c) for n, s, r, c in decls]
+        rows = [(f"tensor {n}", f": {TensorType(t, s)}", r or "", c) for n, s, r, c, t in decls]
         widths = [max((len(row[i]) for row in rows), default=0) for i in range(3)]
         out = [f"# {line}" for line in header.splitlines()]
         for row in rows:

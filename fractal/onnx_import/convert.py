@@ -10,8 +10,9 @@ from onnx.reference import ReferenceEvaluator
 from isa.checker import parse_program
 from isa.errors import ErrorGroup, InternalError, UserError, env_limit
 from fractal.onnx_import.builder import Builder, Value, onnx_comment
-from fractal.onnx_import.load import Graph, describe_node, load_graph
+from fractal.onnx_import.load import INTEGER_TYPES, Graph, describe_node, load_graph
 from fractal.onnx_import.ops import CONVERTERS
+from fractal.onnx_import import ops_index, ops_norm  # noqa: F401 (they register their converters)
 
 __all__ = ["import_model"]
 
@@ -19,6 +20,8 @@ _FLOAT = 1                                        # onnx.TensorProto.FLOAT
 _FLOAT16 = 10                                     # onnx.TensorProto.FLOAT16
 #: the fractal dtype of each ONNX element type a model can compute in
 _DTYPES = {_FLOAT: "f32", _FLOAT16: "f16"}
+#: the ones a graph input may have (a .npy of int64 or int32 feeds an i32 tensor)
+_INPUT_INTEGER_TYPES = (6, 7)
 #: ops never folded at import time: their value is not a function of their inputs
 _NOT_FOLDED = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike",
                "Bernoulli", "Multinomial")
@@ -64,38 +67,61 @@ class Context:
             raise self.error(f"the shape of output '{name}' is not static after shape inference",
                              hint="fix every input's shape (--shape NAME=D0,D1,...) and use "
                                   "constant shape arguments")
-        if self.graph.dtypes.get(name) != self.graph.float_type:
-            raise self.error(f"output '{name}' has ONNX element type "
-                             f"{_type_name(self.graph.dtypes.get(name))}; {_computes(self.graph)}")
+        self.out_dtype(i)
         return shape
+
+    def out_dtype(self, i: int = 0) -> str:
+        """The fractal dtype of output i: the model's float type, or i32 for integers."""
+        name = self.node.output[i]
+        elem = self.graph.dtypes.get(name)
+        if elem == self.graph.float_type:
+            return self.b.dtype
+        if elem in INTEGER_TYPES:
+            return "i32"
+        raise self.error(f"output '{name}' has ONNX element type {_type_name(elem)}; "
+                         f"{_computes(self.graph)}")
+
+    def used(self, i: int) -> bool:
+        """Whether output i is read by a later node or is a graph output."""
+        return i < len(self.node.output) and self.node.output[i] in self._used
 
     def dest(self, i: int = 0) -> Value:
         """The tensor that receives output i: the graph output of that name, or an internal one."""
         if i not in self._dests:
-            name, shape = self.node.output[i], self.out_shape(i)
+            name, shape, dtype = self.node.output[i], self.out_shape(i), self.out_dtype(i)
             if name in self._outputs and self._outputs[name][1] is None:
-                value = self.b.declare(name, shape, "output", name, name=self._outputs[name][0])
+                value = self.b.declare(name, shape, "output", name, name=self._outputs[name][0],
+                                       dtype=dtype)
                 self._outputs[name] = (value.name, value)
             else:
-                value = self.b.declare(name, shape)
+                value = self.b.declare(name, shape, dtype=dtype)
             self._dests[i] = value
         return self._dests[i]
 
+    def temp(self, suffix: str, shape, dtype: str | None = None) -> Value:
+        """An internal tensor named after output 0, of output 0's dtype unless `dtype` says."""
+        return self.b.temp(self.hint(suffix), shape, dtype or self.out_dtype(0))
+
     def unused_outputs(self, i: int, what: str):
-        if i < len(self.node.output) and self.node.output[i] in self._used:
+        if self.used(i):
             raise self.error(f"output {i} ({what}) is used but not supported")
 
 
+def _float_name(graph: Graph) -> str:
+    return "float16" if graph.float_type == _FLOAT16 else "float32"
+
+
 def _computes(graph: Graph) -> str:
-    return f"fractal programs compute {'float16' if graph.float_type == _FLOAT16 else 'float32'} data"
+    return (f"fractal programs compute {_float_name(graph)} data, and integers (INT64, INT32, "
+            f"BOOL) as i32")
 
 
 def _float_type(graph: Graph) -> int:
-    """FLOAT16 for a model whose graph inputs and outputs are all float16, else FLOAT."""
+    """FLOAT16 for a model whose float graph inputs and outputs are all float16, else FLOAT."""
     g = graph.model.graph
     initialized = {i.name for i in g.initializer}
     ends = [graph.dtypes.get(v.name) for v in list(g.input) + list(g.output)
-            if v.name not in initialized]
+            if v.name not in initialized and graph.dtypes.get(v.name) not in INTEGER_TYPES]
     return _FLOAT16 if ends and all(t == _FLOAT16 for t in ends) else _FLOAT
 
 
@@ -162,15 +188,21 @@ def _convert(graph: Graph, b: Builder, node, ctx: Context) -> list[Value]:
         op = f"{node.domain}.{node.op_type}" if node.domain else node.op_type
         raise ctx.error(f"op type {op} is not supported",
                         hint="supported op types: " + ", ".join(sorted(CONVERTERS)))
-    fn, known = entry
+    fn, known, ints = entry
     for a in node.attribute:
         if a.name not in known:
             raise ctx.bad_attr(a.name, f"{node.op_type} is imported without it")
-    for name, v in zip(node.input, ins):
-        if v is not None and not v.is_const and \
-                graph.dtypes.get(name, graph.float_type) != graph.float_type:
-            raise ctx.error(f"input '{name}' has ONNX element type "
-                            f"{_type_name(graph.dtypes.get(name))}; {_computes(graph)}")
+    for position, (name, v) in enumerate(zip(node.input, ins)):
+        if v is None or v.is_const:
+            continue
+        elem = graph.dtypes.get(name, graph.float_type)
+        if elem in INTEGER_TYPES and (ints is True or position in ints):
+            continue
+        if elem != graph.float_type:
+            takes = " (it takes integer data only as " + ", ".join(
+                f"input {p}" for p in sorted(ints)) + ")" if ints and ints is not True else ""
+            raise ctx.error(f"input '{name}' has ONNX element type {_type_name(elem)}; "
+                            f"{node.op_type} is imported for {_float_name(graph)} data{takes}")
     b.node = (f"{node.op_type} {node.name!r}" if node.name else
               f"{node.op_type} -> {node.output[0]!r}").replace("\n", " ")
     try:
@@ -195,11 +227,13 @@ def import_model(source, input_shapes: dict | None = None) -> tuple[str, dict[st
     for inp in g.input:
         if inp.name in initializers:
             continue
-        if graph.dtypes.get(inp.name) != graph.float_type:
-            raise UserError(f"input '{inp.name}' has ONNX element type "
-                            f"{_type_name(graph.dtypes.get(inp.name))}; {_computes(graph)}",
-                            graph.where)
-        values[inp.name] = b.declare(inp.name, graph.shapes[inp.name], "input", inp.name)
+        elem = graph.dtypes.get(inp.name)
+        if elem != graph.float_type and elem not in _INPUT_INTEGER_TYPES:
+            raise UserError(f"input '{inp.name}' has ONNX element type {_type_name(elem)}; "
+                            f"fractal programs take {_float_name(graph)} and integer (INT64, "
+                            f"INT32, read as i32) inputs", graph.where)
+        values[inp.name] = b.declare(inp.name, graph.shapes[inp.name], "input", inp.name,
+                                     dtype=b.dtype if elem == graph.float_type else "i32")
     outputs = {o.name: (b.fresh(o.name), None) for o in g.output}
     for name, init in initializers.items():
         values[name] = b.const(numpy_helper.to_array(init), name, onnx_comment(name))
@@ -222,7 +256,7 @@ def import_model(source, input_shapes: dict | None = None) -> tuple[str, dict[st
         if name in failed or written is values.get(name):
             continue
         v = values[name]                          # an alias, a constant or an input: copy it
-        out = b.declare(name, v.shape, "output", name, name=ident)
+        out = b.declare(name, v.shape, "output", name, name=ident, dtype=v.dtype)
         b.emit("copy", out, v)
     if errors:
         raise errors[0] if len(errors) == 1 else ErrorGroup(errors)

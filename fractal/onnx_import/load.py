@@ -12,7 +12,11 @@ import onnx
 
 from isa.errors import UserError
 
-__all__ = ["Graph", "load_graph", "describe_node"]
+__all__ = ["Graph", "load_graph", "describe_node", "INTEGER_TYPES"]
+
+#: ONNX integer and boolean element types, carried as i32 data (booleans as 0 and 1):
+#: INT32, INT64, BOOL
+INTEGER_TYPES = (6, 7, 9)
 
 
 @dataclass

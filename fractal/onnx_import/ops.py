@@ -3,8 +3,13 @@
 A converter takes the node's `Context` (its input values, attributes, inferred output shapes and
 destinations) and returns one value per ONNX output. It maps the op exactly or raises a
 `UserError` naming the node and the attribute it cannot map: an ONNX attribute outside the set a
-converter declares is rejected before the converter runs, so nothing is silently ignored.
-Nodes whose inputs are all constants never reach a converter: they are folded at import time.
+converter declares is rejected before the converter runs, so nothing is silently ignored, and so
+is integer data at an input the converter does not declare for it. Nodes whose inputs are all
+constants never reach a converter: they are folded at import time.
+
+This module holds the registry, the element-wise ops, layout, matrix products, windows and the
+CNN normalizations; ops_index.py the indexing ops (Gather, Slice, Split, Expand, Where) and
+ops_norm.py the reductions, LayerNormalization and GELU.
 """
 from __future__ import annotations
 
@@ -13,52 +18,100 @@ import math
 import numpy as np
 
 from isa.opcodes import broadcast_shape, conv_out
+from fractal.onnx_import.load import INTEGER_TYPES
 
 __all__ = ["CONVERTERS"]
 
-#: op type -> (converter, the ONNX attributes it maps)
+#: op type -> (converter, the ONNX attributes it maps, the input positions that may hold
+#: integer data: a set, or True for every input)
 CONVERTERS: dict[str, tuple] = {}
 
 
-def converter(*op_types: str, attrs=()):
+def converter(*op_types: str, attrs=(), ints=()):
     def register(fn):
         for op in op_types:
-            CONVERTERS[op] = (fn, frozenset(attrs))
+            CONVERTERS[op] = (fn, frozenset(attrs), True if ints is True else frozenset(ints))
         return fn
     return register
 
 
 # ---------------------------------------------------------------- element-wise
 
-_UNARY = {"Relu": "relu", "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp"}
-_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div"}
+#: ONNX op -> opcode; the ops of the first line take integer data too
+_UNARY = {"Relu": "relu", "Abs": "abs", "Neg": "neg",
+          "Sigmoid": "sigmoid", "Tanh": "tanh", "Exp": "exp", "Erf": "erf", "Sqrt": "sqrt",
+          "Log": "log"}
+_BINARY = {"Add": "add", "Sub": "sub", "Mul": "mul", "Div": "div", "Pow": "pow"}
 
 
-@converter(*_UNARY)
+@converter("Relu", "Abs", "Neg", ints=True)
+@converter("Sigmoid", "Tanh", "Exp", "Erf", "Sqrt", "Log")
 def unary(ctx):
     return [ctx.b.emit(_UNARY[ctx.node.op_type], ctx.dest(), ctx.ins[0])]
 
 
-@converter(*_BINARY)
+@converter("Reciprocal")
+def reciprocal(ctx):
+    return [ctx.b.emit("div", ctx.dest(), ctx.b.const(np.float32(1), ctx.hint("one")),
+                       ctx.ins[0])]
+
+
+@converter("Add", "Sub", "Mul", ints=True)
+@converter("Div")
+@converter("Pow", ints={1})
 def binary(ctx):
     x, y = ctx.ins
-    if broadcast_shape(x.shape, y.shape) != ctx.out_shape():
-        raise ctx.error(f"operand shapes {list(x.shape)} and {list(y.shape)} do not broadcast "
-                        f"to the output shape {list(ctx.out_shape())}")
+    if ctx.node.op_type == "Pow":                 # the exponent may be an integer: as a float
+        y = (ctx.b.const(y.const.astype(np.float64), y.hint, y.comment) if y.is_const else
+             y if not y.is_int else ctx.b.emit("cast", ctx.temp("exponent", y.shape), y))
+    _check_broadcast(ctx, x, y)
     return [ctx.b.emit(_BINARY[ctx.node.op_type], ctx.dest(), x, y)]
 
 
-@converter("Identity")
+def _check_broadcast(ctx, *values):
+    shape = ()
+    for v in values:
+        shape = shape if shape is None else broadcast_shape(shape, v.shape)
+    if shape != ctx.out_shape():
+        raise ctx.error(f"operand shapes {', '.join(str(list(v.shape)) for v in values)} do not "
+                        f"broadcast to the output shape {list(ctx.out_shape())}")
+
+
+@converter("Min", "Max", "Sum", ints=True)
+def variadic(ctx):
+    """min, max or add of every input in turn, each partial result broadcast so far."""
+    b, values = ctx.b, [v for v in ctx.ins if v is not None]
+    _check_broadcast(ctx, *values)
+    opcode = {"Min": "min", "Max": "max", "Sum": "add"}[ctx.node.op_type]
+    if len(values) == 1:
+        return [b.emit("copy", ctx.dest(), values[0])]
+    acc = values[0]
+    for i, v in enumerate(values[1:], 2):
+        shape = broadcast_shape(acc.shape, v.shape)
+        acc = b.emit(opcode, ctx.dest() if i == len(values) else ctx.temp(f"{i}", shape), acc, v)
+    return [acc]
+
+
+@converter("Identity", ints=True)
 def identity(ctx):
     return [ctx.ins[0]]
 
 
-@converter("Cast", attrs={"to", "saturate", "round_mode"})
+@converter("Cast", attrs={"to", "saturate", "round_mode"}, ints=True)
 def cast(ctx):
-    if ctx.attr("to") != ctx.graph.float_type:    # TensorProto.FLOAT, or FLOAT16 in a f16 model
-        raise ctx.bad_attr("to", "only casts to the model's float type (float32, or float16 in a "
-                                 "float16 model) are supported")
-    return [ctx.ins[0]]
+    """To the model's float type (a `cast` of integer data), to an integer type from integer
+    data (nothing to do: all are i32), or to BOOL (nonzero: `where X, 1, 0`)."""
+    x, to = ctx.ins[0], ctx.attr("to")
+    if to == 9:                                   # BOOL
+        one, zero = (ctx.b.const(np.int32(v), ctx.hint(n)) for v, n in ((1, "one"), (0, "zero")))
+        return [ctx.b.emit("where", ctx.dest(), x, one, zero)]
+    if to == ctx.graph.float_type:                # FLOAT, or FLOAT16 in a float16 model
+        return [ctx.b.emit("cast", ctx.dest(), x) if x.is_int else x]
+    if to in INTEGER_TYPES and x.is_int:
+        return [x]
+    raise ctx.bad_attr("to", "only casts to the model's float type (float32, or float16 in a "
+                             "float16 model), to BOOL, and between integer types are supported "
+                             "(ONNX truncates a float to an integer, the cast instruction rounds)")
 
 
 @converter("Dropout", attrs={"ratio", "seed", "is_test"})
@@ -74,20 +127,21 @@ def dropout(ctx):
 
 # ---------------------------------------------------------------- shapes and layout
 
-@converter("Reshape", "Flatten", "Squeeze", "Unsqueeze", attrs={"allowzero", "axis", "axes"})
+@converter("Reshape", "Flatten", "Squeeze", "Unsqueeze", attrs={"allowzero", "axis", "axes"},
+           ints=True)
 def reshape(ctx):
     # the output shape is the inferred one; shape inference has applied allowzero, axis and axes
     return [ctx.b.reshape(ctx.ins[0], ctx.out_shape(), dst=ctx.dest())]
 
 
-@converter("Transpose", attrs={"perm"})
+@converter("Transpose", attrs={"perm"}, ints=True)
 def transpose(ctx):
     x = ctx.ins[0]
     perm = ctx.attr("perm", list(reversed(range(len(x.shape)))))
     return [ctx.b.transpose(x, perm, dst=ctx.dest())]
 
 
-@converter("Concat", attrs={"axis"})
+@converter("Concat", attrs={"axis"}, ints=True)
 def concat(ctx):
     parts = [v for v in ctx.ins if v is not None and math.prod(v.shape) > 0]
     axis = ctx.axis(ctx.attr("axis"), len(ctx.out_shape()))
@@ -100,36 +154,18 @@ def concat(ctx):
 
 @converter("MatMul")
 def matmul(ctx):
-    b, (x, w), out = ctx.b, ctx.ins, ctx.out_shape()
+    """One `matmul`: its batch axes broadcast as numpy's. A 1-D operand becomes a matrix of one
+    row (A) or column (B), and the product is reshaped to the output's shape."""
+    b, (x, w) = ctx.b, ctx.ins
     if len(x.shape) == 1:
         x = b.reshape(x, (1,) + x.shape)
     if len(w.shape) == 1:
         w = b.reshape(w, w.shape + (1,))
-    (m, k), n = x.shape[-2:], w.shape[-1]
-    if math.prod(w.shape[:-2]) == 1:              # one matrix B: all of A's rows at once
-        rows = b.reshape(x, (math.prod(x.shape[:-1]), k))
-        return [_into(ctx, "matmul", (rows.shape[0], n), rows, b.reshape(w, (k, n)))]
-    batch = broadcast_shape(x.shape[:-2], w.shape[:-2])
-    stacks = [_stack(ctx, v, batch) for v in (x, w)]
-    pieces = []
-    for i in range(math.prod(batch)):
-        a_i, b_i = (b.reshape(b.slice(v, 0, i, 1), v.shape[1:]) if stacked else v
-                    for v, stacked in stacks)
-        pieces.append(b.emit("matmul", b.temp(ctx.hint("mm"), (m, n)), a_i, b_i))
-    joined = b.emit("concat", b.temp(ctx.hint("cat"), (len(pieces) * m, n)), *pieces, axis=0)
-    return [b.reshape(joined, out, dst=ctx.dest())]
-
-
-def _stack(ctx, v, batch):
-    """`v` as a [batch, rows, cols] stack (True) or, with no batch axes of its own, a matrix."""
-    own = v.shape[:-2]
-    if math.prod(own) == 1:
-        return ctx.b.reshape(v, v.shape[-2:]), False
-    if (1,) * (len(batch) - len(own)) + own != batch:
-        raise ctx.error(f"batched operands {list(ctx.ins[0].shape)} and {list(ctx.ins[1].shape)} "
-                        f"broadcast only partly; each operand's batch axes must be all of "
-                        f"{list(batch)} or none")
-    return ctx.b.reshape(v, (math.prod(batch),) + v.shape[-2:]), True
+    shape = broadcast_shape(x.shape[:-2], w.shape[:-2])
+    if shape is None:
+        raise ctx.error(f"the batch axes of {list(ctx.ins[0].shape)} and "
+                        f"{list(ctx.ins[1].shape)} do not broadcast")
+    return [_into(ctx, "matmul", shape + (x.shape[-2], w.shape[-1]), x, w)]
 
 
 def _into(ctx, opcode, shape, *srcs, **attrs):
@@ -137,7 +173,7 @@ def _into(ctx, opcode, shape, *srcs, **attrs):
     b = ctx.b
     if tuple(shape) == ctx.out_shape():
         return b.emit(opcode, ctx.dest(), *srcs, **attrs)
-    value = b.emit(opcode, b.temp(ctx.hint(opcode), shape), *srcs, **attrs)
+    value = b.emit(opcode, ctx.temp(opcode, shape), *srcs, **attrs)
     return b.reshape(value, ctx.out_shape(), dst=ctx.dest())
 
 
