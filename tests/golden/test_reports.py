@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import fractal
+from tests.suite_runs import timing_run
 from isa.errors import UserError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -43,11 +43,9 @@ def test_every_program_is_covered():
 @pytest.mark.parametrize("machine", ["tiny", "f1"])
 @pytest.mark.parametrize("name", PROGRAMS)
 def test_report(name, machine, golden):
-    path = REPO / "programs" / f"{name}.fasm"
-    try:
-        report = fractal.run(path, machine, functional=False)
-    except UserError as err:            # the program does not fit the machine
-        text = f"error: {err.format()}\n"
+    run = timing_run(name, machine)
+    if isinstance(run, UserError):      # the program does not fit the machine
+        text = f"error: {run.format()}\n"
     else:
-        text = report_text(report)
+        text = report_text(run[1])
     golden(f"reports/{machine}/{name}.txt", text.replace(f"{REPO}/", ""))
