@@ -115,11 +115,11 @@ class Builder:
                 if a.size and not (-2**31 <= int(a.min()) and int(a.max()) < 2**31):
                     raise UserError(f"an integer constant holds values outside the range of i32 "
                                     f"({int(a.min())} .. {int(a.max())}), the program's integer "
-                                    f"type", self.node or None)
+                                    f"type")
                 a = a.astype(np.int32)
             else:
                 raise UserError(f"a constant of dtype {a.dtype} is used as data; this program "
-                                f"computes {self.dtype} and i32 data", self.node or None)
+                                f"computes {self.dtype} and i32 data")
             v.name = self.declare(v.hint or hint, a.shape, "param", comment=v.comment,
                                   dtype=v.dtype).name
             self.params[v.name] = np.array(a, order="C")

@@ -207,6 +207,10 @@ def _convert(graph: Graph, b: Builder, node, ctx: Context) -> list[Value]:
               f"{node.op_type} -> {node.output[0]!r}").replace("\n", " ")
     try:
         outs = fn(ctx)
+    except UserError as e:
+        if e.where is not None:
+            raise
+        raise ctx.error(e.message, e.hint) from None    # the builder's: located at this node
     finally:
         b.node = ""
     return outs
