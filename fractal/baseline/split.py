@@ -29,8 +29,11 @@ read off the map, the same one the compiler splits by:
   argmax or argmin, those of the indices).
 
 The data-movement opcodes, which have no access map, keep rules of their own: a transpose moves
-the axis, a reshape keeps it when the rows stay whole, a slice or concat keeps it when they cut or
-join along another axis, a copy keeps it, a gather keeps it off its last axis.
+the axis, a reshape keeps it when each batch element's rows stay together (the axes before the
+batch axis kept, the batch folded with the axes after it, as a transformer folds batch and tokens
+into rows, or unfolded again), a slice or concat keeps it when they cut or join along another
+axis, a copy keeps it, a gather keeps it off its last axis. A batch axis holds a multiple of the
+batch, and a GPU its share of the batch's elements.
 
 Whole sources that only GPU 0 holds are broadcast first. An instruction whose sources every GPU
 holds whole (a transpose of a weight) runs *replicated*: every GPU runs it whole and holds its
@@ -66,13 +69,16 @@ def batch_size(program: Program) -> int | None:
     return max(dims) if dims else None
 
 
-def _shrink(t: TensorType, axis: int | None, share: int) -> TensorType:
+def _shrink(t: TensorType, axis: int | None, batch: int, share: int) -> TensorType:
+    """`t` as one GPU holds it: `share` of the `batch` elements along its batch axis, whose
+    size is a multiple of the batch (the batch, or batch x tokens where a reshape folded them)."""
     if axis is None:
         return t
-    return TensorType(t.dtype, t.shape[:axis] + (share,) + t.shape[axis + 1:])
+    return TensorType(t.dtype, t.shape[:axis] + (t.shape[axis] // batch * share,)
+                      + t.shape[axis + 1:])
 
 
-def _rule(task, axes, used: int):
+def _rule(task, axes, used: int, batch: int):
     """(batch axis of each destination, whether partial results are all-reduced, the batch axis
     of each source as the GPU reads it), or None when the instruction cannot run split; `axes`
     are the sources' batch axes (None: whole), `used` the GPUs sharing the batch."""
@@ -80,7 +86,7 @@ def _rule(task, axes, used: int):
     from compiler.rules import MERGES, DimKind, access_map
     amap = access_map(task)
     if amap is None:
-        return _move_rule(task, axes)
+        return _move_rule(task, axes, batch)
     outs = len(task.outputs)
     sources = amap.operands[outs:]
     got = {dims[b].axis if dims[b].kind == DimKind.PLAIN else None
@@ -115,16 +121,16 @@ def _rule(task, axes, used: int):
     return [d[0] for d in dests], False, reads
 
 
-def _move_rule(task, axes):
+def _move_rule(task, axes, batch: int):
     """The rule of a data-movement opcode (one without an access map)."""
     name, outs, ins, attrs = task.opcode, task.outputs, task.inputs, task.attr
     b = axes[0]
     if name == "transpose":
         return [list(attrs["perm"]).index(b)], False, axes
-    if name == "reshape":
-        src, dst = ins[0].shape, outs[0].shape
-        for c in range(len(dst)):
-            if dst[c] == src[b] and math.prod(dst[:c]) == math.prod(src[:b]):
+    if name == "reshape":                # each batch element's rows stay together: the axes
+        src, dst = ins[0].shape, outs[0].shape      # before it are kept, and the axis that
+        for c in range(len(dst)):                   # takes it holds a multiple of the batch
+            if math.prod(dst[:c]) == math.prod(src[:b]) and dst[c] % batch == 0:
                 return [c], False, axes
         return None
     if name == "slice":
@@ -176,12 +182,13 @@ def split_program(program: Program, table: dict, gpus: int, element_bytes) -> tu
         s_axes = [axis[n] for n in srcs]
         rule = None
         if any(a is not None for a in s_axes):
-            rule = _rule(task_of(ins, types, table), s_axes, used)
+            rule = _rule(task_of(ins, types, table), s_axes, used, batch)
         if rule is not None:
             d_axes, combine, reads = rule
             bcast = {n for n, a in zip(srcs, s_axes) if a is None and n not in replicated}
             replicated |= bcast
-            one = tuple(_shrink(t, a, share) for t, a in zip(d_types + s_types, list(d_axes) + list(reads)))
+            one = tuple(_shrink(t, a, batch, share)
+                        for t, a in zip(d_types + s_types, list(d_axes) + list(reads)))
             steps.append(Step("split", one, broadcast_bytes=sum(nbytes(types[n]) for n in bcast),
                               allreduce_bytes=sum(nbytes(t) for t in d_types) if combine else 0))
             for n, a in zip(dsts, d_axes):

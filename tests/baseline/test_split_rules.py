@@ -452,12 +452,27 @@ CASES = {
         reshape y, x
         """,
         "split f32[3, 6], f32[3, 2, 3]"),
+    # each batch element's rows stay together: batch and tokens folded into rows, and back
     "reshape merging the rows": ("""
         tensor x : f32[12, 2] input
         tensor y : f32[24] output
         reshape y, x
         """,
-        "single f32[24], f32[12, 2] gather=72"),
+        "split f32[6], f32[3, 2]"),
+    "reshape unfolding the rows": ("""
+        tensor x : f32[12, 4, 5] input
+        tensor r : f32[48, 5]
+        tensor y : f32[12, 2, 2, 5] output
+        reshape r, x
+        reshape y, r
+        """,
+        "split f32[3, 2, 2, 5], f32[12, 5]"),
+    "reshape mixing the batch's rows": ("""
+        tensor x : f32[12, 2] input
+        tensor y : f32[8, 3] output
+        reshape y, x
+        """,
+        "single f32[8, 3], f32[12, 2] gather=72"),
     "slice beside the batch": ("""
         tensor x : f32[12, 5] input
         tensor y : f32[12, 2] output
