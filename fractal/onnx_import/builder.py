@@ -10,6 +10,7 @@ in the program. Float data has the model's float type (f32 or f16); integer and 
 from __future__ import annotations
 
 import json
+import math
 import re
 from dataclasses import dataclass
 
@@ -143,6 +144,9 @@ class Builder:
 
     def reshape(self, v: Value, shape, dst: Value | None = None) -> Value:
         shape = tuple(int(d) for d in shape)
+        if math.prod(shape) != math.prod(v.shape):        # an inferred shape of a bad model
+            raise UserError(f"the shape {list(shape)} ({math.prod(shape):,} elements) does not "
+                            f"hold the {math.prod(v.shape):,} elements of {list(v.shape)}")
         if v.is_const and dst is None:
             return self.const(v.const.reshape(shape), v.hint, v.comment)
         if v.shape == shape and dst is None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import onnx
 from onnx import TensorProto, helper, numpy_helper
 from onnx.reference import ReferenceEvaluator
 
@@ -62,6 +63,8 @@ class Context:
 
     def out_shape(self, i: int = 0) -> tuple:
         name = self.node.output[i]
+        if self.graph.shapes.get(name) is None:
+            self._infer_locally()
         shape = self.graph.shapes.get(name)
         if shape is None:
             raise self.error(f"the shape of output '{name}' is not static after shape inference",
@@ -69,6 +72,34 @@ class Context:
                                   "constant shape arguments")
         self.out_dtype(i)
         return shape
+
+    def _infer_locally(self):
+        """The node's output shapes and types inferred again from its inputs alone, whose shapes
+        are all static here and whose constants are known (ONNX's shape inference over the
+        whole graph can leave a shape open that folding makes static: a Slice whose bounds
+        come from a Shape with start and end)."""
+        types, data = {}, {}
+        for name, v in zip(self.node.input, self.ins):
+            if not name or v is None:
+                continue
+            elem = self.graph.dtypes.get(name) or (
+                helper.np_dtype_to_tensor_dtype(v.const.dtype) if v.is_const else
+                7 if v.is_int else self.graph.float_type)
+            types[name] = helper.make_tensor_type_proto(elem, v.shape)
+            if v.is_const and v.const.dtype.kind in "biuf":
+                data[name] = numpy_helper.from_array(np.ascontiguousarray(v.const), name)
+        try:
+            schema = onnx.defs.get_schema(self.node.op_type, self.opset, self.node.domain)
+            inferred = onnx.shape_inference.infer_node_outputs(schema, self.node, types, data)
+        except Exception:
+            return                                # the caller reports the open shape
+        for name, t in inferred.items():
+            if t.HasField("tensor_type") and t.tensor_type.HasField("shape"):
+                dims = tuple(d.dim_value if d.HasField("dim_value") else None
+                             for d in t.tensor_type.shape.dim)
+                if all(d is not None and d >= 1 for d in dims):
+                    self.graph.shapes[name] = dims
+                    self.graph.dtypes.setdefault(name, t.tensor_type.elem_type)
 
     def out_dtype(self, i: int = 0) -> str:
         """The fractal dtype of output i: the model's float type, or i32 for integers."""
