@@ -1,5 +1,5 @@
-"""Indexing and selection ops: Gather, Slice, Split, Expand, Where, and the boolean ops that
-make masks (Equal, Not, And, Or).
+"""Indexing and selection ops: Gather, GatherND, Slice, Split, Expand, Where, and the boolean
+ops that make masks (Equal, Not, And, Or).
 
 Integer and boolean data is i32 (booleans 0 and 1). Indices, starts, ends, axes and shapes that
 steer a node must be constants: the importer folds shape-derived values (Shape -> Gather ->
@@ -77,6 +77,31 @@ def gather(ctx):
     x, indices = ctx.ins
     axis = ctx.axis(ctx.attr("axis", 0), len(x.shape))
     return [take(ctx, x, axis, indices, dst=ctx.dest())]
+
+
+@converter("GatherND", attrs={"batch_dims"}, ints={0})
+def gather_nd(ctx):
+    """Constant indices of the first k axes (PyTorch's exporter writes advanced indexing so,
+    `mask[:, None, None, :]`): each index tuple made a position in those axes merged into one,
+    then a `take` along it."""
+    x, b = ctx.ins[0], ctx.b
+    if ctx.attr("batch_dims", 0) != 0:
+        raise ctx.bad_attr("batch_dims", "only batch_dims=0 is imported")
+    indices = _constant(ctx, 1, "indices")
+    k = indices.shape[-1]
+    if not 1 <= k <= len(x.shape):
+        raise ctx.error(f"indices of {k} axes do not fit data of rank {len(x.shape)}")
+    lead = np.array(x.shape[:k], np.int64)
+    tuples = indices.reshape(-1, k).astype(np.int64)
+    bad = (tuples < -lead) | (tuples >= lead)
+    if bad.any():
+        row, axis = np.argwhere(bad)[0]
+        raise ctx.error(f"index {int(tuples[row, axis])} is out of range for axis {axis} of "
+                        f"length {int(lead[axis])}")
+    tuples = np.where(tuples < 0, tuples + lead, tuples)
+    flat = np.ravel_multi_index(tuples.T, x.shape[:k]).reshape(indices.shape[:-1])
+    merged = b.reshape(x, (math.prod(x.shape[:k]),) + x.shape[k:])
+    return [take(ctx, merged, 0, b.const(flat), dst=ctx.dest())]
 
 
 @converter("Slice", attrs={"starts", "ends", "axes"}, ints=True)

@@ -45,8 +45,8 @@ def opcodes(text: str) -> set[str]:
 
 
 #: the op types tested on their own below rather than in a whole model
-TESTED_ALONE = {"Abs", "And", "Gelu", "Log", "Max", "Min", "Neg", "Not", "Or", "Reciprocal",
-                "ReduceMax", "ReduceSum", "Sum"}
+TESTED_ALONE = {"Abs", "And", "GatherND", "Gelu", "Log", "Max", "Min", "Neg", "Not", "Or",
+                "Reciprocal", "ReduceMax", "ReduceSum", "Sum"}
 
 
 def test_every_supported_op_is_tested():
@@ -153,6 +153,23 @@ def test_gather(tmp_path, case):
         feeds = {"x": data(3, 4), "i": np.array([3, -4], np.int64)}
     text = check(m, feeds, tmp_path, machines=("tiny",))
     assert ("gather" in opcodes(text)) == (case != "scalar")
+
+
+def test_gather_nd_as_the_dynamo_exporter_writes_mask_indexing(tmp_path):
+    """mask[:, None, None, :] of a boolean mask as GatherND with constant [B, 1, 1, S, 2]
+    indices, and rows of a float tensor picked by index pairs, negative ones too."""
+    b, s = 2, 4
+    grid = np.stack(np.meshgrid(np.arange(b), np.arange(s), indexing="ij"), -1)
+    nodes = [node("Cast", ["mask"], ["m"], to=TensorProto.BOOL),
+             node("GatherND", ["m", "grid"], ["m4"]),
+             node("Cast", ["m4"], ["y"], to=F),
+             node("GatherND", ["x", "rows"], ["z"])]
+    m = typed(nodes, {"mask": (I64, [b, s]), "x": (F, [3, 2, 5])},
+              {"y": (F, [b, 1, 1, s]), "z": (F, [2, 2, 5])},
+              {"grid": grid.reshape(b, 1, 1, s, 2).astype(np.int64),
+               "rows": np.array([[[2, 1], [-3, 0]], [[0, -1], [1, 1]]], np.int64)})
+    check(m, {"mask": np.array([[1, 1, 0, 1], [0, 1, 1, 1]], np.int64), "x": data(3, 2, 5)},
+          tmp_path, machines=("tiny",))
 
 
 @pytest.mark.parametrize("starts, ends, axes, steps, out", [
