@@ -4,12 +4,12 @@
 
 Each case is drawn from tests/fuzz/cases.py by its index and the seed alone (valid programs on
 random machines, mutated programs, machine files, data files and arguments, resource-limit
-cases) or tests/fuzz/exhaust.py (the exhaustion class: crafted inputs against the resource
-contract), run in process through `fractal.cli.main` with its output captured, and checked
-against every property listed there; every `--json` output must be strict JSON. Exhaustion cases
-run in a forked child whose time and peak memory are measured against the contract. Every 100th
-case runs again through a real `python -m fractal.cli` subprocess. The results are written to
-docs/reliability.md (or --out).
+cases, ONNX models from tests/fuzz/onnx_cases.py) or tests/fuzz/exhaust.py (the exhaustion
+class: crafted inputs against the resource contract), run in process through `fractal.cli.main`
+with its output captured, and checked against every property listed there; every `--json`
+output must be strict JSON. Exhaustion cases run in a forked child whose time and peak memory
+are measured against the contract. Every 100th case runs again through a real
+`python -m fractal.cli` subprocess. The results are written to docs/reliability.md (or --out).
 """
 from __future__ import annotations
 
@@ -35,9 +35,9 @@ from tests.fuzz.exhaust import (CONTRACT_BYTES, CONTRACT_SECONDS, contract_probl
 
 KINDS = CASE_KINDS + ("exhaust",)
 #: share of each kind in the campaign
-WEIGHTS = {"valid": 0.13, "program": 0.13, "machine": 0.12, "data": 0.11, "args": 0.11,
+WEIGHTS = {"valid": 0.11, "program": 0.11, "machine": 0.12, "data": 0.11, "args": 0.11,
            "files": 0.08, "limits": 0.08, "mapping": 0.06, "store": 0.03, "explore": 0.03,
-           "exhaust": 0.12}
+           "onnx": 0.04, "exhaust": 0.12}
 REAL_EVERY = 100
 
 

@@ -40,7 +40,7 @@ from tests.strategies import any_program, close_to_reference, machine_toml, rand
 
 ROOT = Path(__file__).resolve().parents[2]
 KINDS = ("valid", "program", "machine", "data", "args", "files", "limits", "mapping", "store",
-         "explore")
+         "explore", "onnx")
 CASE_SECONDS = 30           # a case that runs longer is reported as a hang
 
 
@@ -505,9 +505,15 @@ def _big_root() -> bytes:
     return machine_toml(m).encode()
 
 
+def onnx_case(rng) -> Case:
+    from tests.fuzz.onnx_cases import onnx_case as make     # lazy: onnx takes ~1 s to import
+    return make(rng)
+
+
 MAKERS = {"valid": valid_case, "program": program_case, "machine": machine_case,
           "data": data_case, "args": args_case, "files": files_case, "limits": limits_case,
-          "mapping": mapping_case, "store": store_case, "explore": explore_case}
+          "mapping": mapping_case, "store": store_case, "explore": explore_case,
+          "onnx": onnx_case}
 
 
 def make_case(rng, kind: str) -> Case:
@@ -674,6 +680,7 @@ def located(case: Case, stderr: str) -> list[str]:
               "mapping": lambda: _mapping_located(where, message),
               "store": lambda: _store_located(where, message),
               "explore": lambda: _explore_located(where, message),
+              "onnx": lambda: where.startswith("m.onnx"),
               "any": lambda: True}[case.locate]()
         if not ok and case.kind == "limits":
             ok = _args_located(where, message, case) or _machine_located(where, message)
@@ -719,6 +726,9 @@ def check_case(case: Case, outcome: Outcome) -> list[str]:
         problems += check_valid(case)
     if case.kind == "mapping" and outcome.status == 0 and case.argv[0] == "run":
         problems += check_pinned(case, outcome.stdout)
+    if case.kind == "onnx" and outcome.status == 0 and case.program is not None:
+        from tests.fuzz.onnx_cases import check_onnx
+        problems += check_onnx(case)
     return problems
 
 

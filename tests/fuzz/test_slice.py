@@ -42,6 +42,9 @@ def test_the_checker_catches_what_it_should(tmp_path):
     data = Case("data", "hand", [], {}, 2, "data")
     assert check_case(data, Outcome(2, "", "--input x=a.npy: error: x expects f32", 0.1)) == []
     assert check_case(data, Outcome(0, "", "", 0.1))          # expected 2
+    model = Case("onnx", "hand", ["import", "m.onnx"], {}, None, "onnx")
+    assert check_case(model, Outcome(2, "", "m.onnx: error: node 'e' (Erf): x", 0.1)) == []
+    assert check_case(model, Outcome(2, "", "m.fasm: error: x", 0.1))
     rep = Case("valid", "hand", [], {}, 0, "any", repeat=True)
     same = '{\n  "cycles": 5,\n  "wall_seconds": 0.1\n}'
     other = '{\n  "cycles": 5,\n  "wall_seconds": 0.7\n}'
