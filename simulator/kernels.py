@@ -30,21 +30,17 @@ Pooling and LRN follow ONNX (padded cells never win a max and are not counted by
 """
 from __future__ import annotations
 
-import ctypes
 import math
 from typing import Callable
 
 import numpy as np
-from llvmlite.binding import add_symbol
-from numba import njit, prange, types
-from scipy.linalg.cython_blas import __pyx_capi__
+from numba import njit
 
-from isa.errors import InternalError
 from isa.opcodes import OPCODES, conv_out, pads
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, count_value, gather_index_error
 
-__all__ = ["LEAF_KERNELS", "LEAF_BATCH_KERNELS", "warm_up"]
+__all__ = ["LEAF_KERNELS", "warm_up"]
 
 # error_model="numpy": x / 0 gives inf / nan (like numpy) instead of raising ZeroDivisionError
 jit = njit(cache=True, error_model="numpy")
@@ -56,56 +52,6 @@ jit = njit(cache=True, error_model="numpy")
 def _matmul_k(a, b):
     # C[M,N] = A[M,K] @ B[K,N], float32 BLAS sgemm
     return np.dot(a, b)
-
-
-def _blas_sgemm() -> types.ExternalFunction:
-    """scipy's Fortran BLAS sgemm (the BLAS numba's own np.dot calls), registered under a symbol
-    name so that kernels calling it can be cached on disk. Every argument is a pointer, passed as
-    an integer address."""
-    get_name = ctypes.pythonapi.PyCapsule_GetName
-    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
-    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
-    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
-    capsule = __pyx_capi__["sgemm"]
-    add_symbol("fractal_blas_sgemm", get_pointer(capsule, get_name(capsule)))
-    return types.ExternalFunction("fractal_blas_sgemm", types.void(*[types.intp] * 13))
-
-
-_sgemm = _blas_sgemm()
-
-
-@njit(cache=True, error_model="numpy", parallel=True)
-def _matmul_tiles_k(a, lda, b, ldb, c, ldc, tiles):
-    # every leaf of one node: C[m, n] = A[m, k] @ B[k, n] for the first partial of a region,
-    # C[m, n] += A[m, k] @ B[k, n] for the later ones, straight from the operands' regions. a, b
-    # and c are the addresses of float32 rows with lda, ldb, ldc elements between rows. One row
-    # of `tiles` per leaf call: (m0, m1, k0, k1) of A, (k0, k1, n0, n1) of B, (m0, m1, n0, n1)
-    # of C, first partial; rows of one output region are consecutive, and the regions run in
-    # parallel. Row-major C = A B is column-major C^T = B^T A^T, which sgemm computes with the
-    # row strides as leading dimensions.
-    n = tiles.shape[0]
-    starts = [0]
-    for t in range(1, n):
-        if (tiles[t, 8] != tiles[t - 1, 8] or tiles[t, 9] != tiles[t - 1, 9]
-                or tiles[t, 10] != tiles[t - 1, 10] or tiles[t, 11] != tiles[t - 1, 11]):
-            starts.append(t)
-    starts.append(n)
-    for g in prange(len(starts) - 1):
-        trans = np.array([ord("N")], np.uint8)
-        ints = np.empty(6, np.int32)             # n, m, k, ldb, lda, ldc
-        ints[3], ints[4], ints[5] = ldb, lda, ldc
-        scalars = np.empty(2, np.float32)        # alpha, beta
-        scalars[0] = 1.0
-        tr, ip, sp = trans.ctypes.data, ints.ctypes.data, scalars.ctypes.data
-        for t in range(starts[g], starts[g + 1]):
-            m0, m1, k0, k1 = tiles[t, 0], tiles[t, 1], tiles[t, 2], tiles[t, 3]
-            n0, n1 = tiles[t, 6], tiles[t, 7]
-            ints[0], ints[1], ints[2] = n1 - n0, m1 - m0, k1 - k0
-            scalars[1] = 0.0 if tiles[t, 12] else 1.0
-            if ints[0] == 0 or ints[1] == 0:
-                continue
-            _sgemm(tr, tr, ip, ip + 4, ip + 8, sp, b + 4 * (k0 * ldb + n0), ip + 12,
-                   a + 4 * (m0 * lda + k0), ip + 16, sp + 4, c + 4 * (m0 * ldc + n0), ip + 20)
 
 
 @jit
@@ -580,59 +526,6 @@ def _matmul_batched(ins, dt, t):
     return _finish(out.reshape(t.shape), t)
 
 
-def _matmul_tiles_batched(ins, tiles, out):
-    """The batch of a node whose matmul has batch axes: each leaf call on its own (`_matmul`),
-    its regions read from the tile rows (start, stop per dimension of A, B, then C), its partial
-    added into C unless it is the first of its region."""
-    ra, rb = np.ndim(ins[0]), np.ndim(ins[1])
-    dtype = _dtype_name(out.dtype)
-    for row in tiles.tolist():
-        sl = [slice(row[2 * i], row[2 * i + 1]) for i in range(ra + rb + out.ndim)]
-        sa, sb, sc = tuple(sl[:ra]), tuple(sl[ra:ra + rb]), tuple(sl[ra + rb:])
-        region = out[sc]
-        piece = _matmul([ins[0][sa], ins[1][sb]], {}, TensorType(dtype, region.shape))
-        if row[-1]:
-            out[sc] = piece
-        else:
-            out[sc] += piece
-
-
-def _sgemm_rows(x) -> np.ndarray:
-    """x as float32 rows with unit element stride, as sgemm reads them (a view where it is one)."""
-    ok = (x.dtype == np.float32 and x.strides[1] == 4 and x.strides[0] % 4 == 0
-          and x.strides[0] >= 4 * max(1, x.shape[1]))
-    return x if ok else np.ascontiguousarray(x, np.float32)
-
-
-def _matmul_tiles(ins, a, tiles, out):
-    if np.ndim(ins[0]) != 2 or np.ndim(ins[1]) != 2:
-        return _matmul_tiles_batched(ins, tiles, out)
-    if not (out.dtype == np.float32 and ins[0].dtype == np.float32 and ins[1].dtype == np.float32):
-        return _matmul_tiles_per_leaf(ins, tiles, out)
-    x, w = _sgemm_rows(ins[0]), _sgemm_rows(ins[1])
-    if not (out.dtype == np.float32 and out.strides[1] == 4 and out.flags.writeable):
-        raise InternalError("batched leaves write float32 rows", "matmul", f"{out.strides}")
-    _matmul_tiles_k(x.ctypes.data, x.strides[0] // 4, w.ctypes.data, w.strides[0] // 4,
-                    out.ctypes.data, out.strides[0] // 4, tiles)
-
-
-def _matmul_tiles_per_leaf(ins, tiles, out):
-    """The batch of a node whose data is not f32: each leaf call on its own (`_matmul`), its
-    partial rounded to the destination type and added there, exactly as the unbatched path."""
-    t_out = TensorType(_dtype_name(out.dtype), ())
-    for m0, m1, k0, k1, _, _, n0, n1, _, _, _, _, first in tiles:
-        piece = _matmul([ins[0][m0:m1, k0:k1], ins[1][k0:k1, n0:n1]], {},
-                        TensorType(t_out.dtype, (m1 - m0, n1 - n0)))
-        if first:
-            out[m0:m1, n0:n1] = piece
-        else:
-            out[m0:m1, n0:n1] += piece
-
-
-def _dtype_name(dt: np.dtype) -> str:
-    return next(k for k, v in NP_DTYPES.items() if v == dt)
-
-
 def _conv2d(ins, a, t):
     dt = _mac_dt(np.asarray(ins[0]))
     x, w = _c(ins[0], dt), _c(ins[1], dt)
@@ -849,9 +742,6 @@ LEAF_KERNELS: dict[str, Callable[[list, dict, TensorType], np.ndarray]] = {
 assert LEAF_KERNELS.keys() == OPCODES.keys(), "every opcode needs a leaf kernel"
 
 
-#: kernels that run all the leaf children of one node in one call (`compiler.execute`'s `batch`)
-LEAF_BATCH_KERNELS: dict[str, Callable] = {"matmul": _matmul_tiles}
-
 
 def warm_up() -> None:
     """Compile every kernel once, for every dtype it serves, on tiny inputs (or load the cache)."""
@@ -901,5 +791,3 @@ def warm_up() -> None:
                   ("where", [c, h2, h2], {}, "f16", (2, 2))]
     for op, ins, attrs, dt, shape in cases:
         LEAF_KERNELS[op](ins, attrs, TensorType(dt, tuple(shape)))
-    LEAF_BATCH_KERNELS["matmul"]([f2, f2], {}, np.array([[0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 0, 2, 1]]),
-                                 np.zeros((2, 2), np.float32))

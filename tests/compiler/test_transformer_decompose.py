@@ -15,7 +15,8 @@ from compiler.rules import Reduction, access_map
 from isa import parse_program
 from isa.reference import generate_feeds, run_reference
 from machine import preset
-from simulator.kernels import LEAF_BATCH_KERNELS, LEAF_KERNELS
+from simulator.batch_kernels import LEAF_BATCH_KERNELS
+from simulator.kernels import LEAF_KERNELS
 
 
 def _small_custom():

@@ -16,7 +16,8 @@ import fractal
 from compiler import compile_program, execute_plan
 from isa.reference import generate_feeds, run_reference
 from simulator import batch_kernels
-from simulator.batch_kernels import LEAF_BATCH_KERNELS, _narrow
+from simulator.batch_kernels import LEAF_BATCH_KERNELS
+from simulator.narrow import narrow
 from simulator.kernels import LEAF_KERNELS
 from tests.compiler.test_decompose import assert_same_outputs
 
@@ -241,7 +242,7 @@ def test_narrow_rounds_as_the_type_casts(dt, bits, emin, top):
     xs = xs.astype(np.float32).astype(np.float64)   # the values kernels round: float32 products
     with np.errstate(over="ignore"):                # beyond the largest finite value: inf
         want = xs.astype(np.float32).astype(target).astype(np.float64)
-    got = np.array([_narrow(v, bits, emin, top) for v in xs])
+    got = np.array([narrow(v, bits, emin, top) for v in xs])
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))
 

@@ -1,0 +1,163 @@
+"""Destination types in the leaf batches' arithmetic: f16 and bf16 values kept in float32
+buffers, each value rounded to its type by its own float64 bits; int32 wrap-around of exact float64
+integers; 16-bit floats moved to and from float32 by tables.
+
+`narrow(v, p, emin, top)` rounds a float64 to nearest even at p significant bits, with
+subnormals below 2^(emin-1) and +-inf beyond `top`: the rounding of numpy's float16 and of
+ml_dtypes' bfloat16 casts (`tests/simulator/test_batch_kernels.py` checks it against them on ties,
+subnormals and overflow). A sum of two f16 or bf16 values rounded so is the sum their own addition
+gives: float64 (or float32) holds more than twice their precision plus two bits, so rounding its
+sum again gives the exactly rounded sum. `combine` stores a leaf's partial or adds it to what its
+region holds, each rounded to the destination type, as the per-leaf path does.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from llvmlite import ir
+from numba import njit, types
+from numba.core.extending import intrinsic
+
+from isa.reference import NP_DTYPES
+
+__all__ = ["narrow", "dest", "combine", "upcast_k", "downcast_k", "UPCAST", "NO_TABLE", "f16_table",
+           "F32_DEST", "F16_DEST", "BF16_DEST"]
+
+jit = njit(cache=True, error_model="numpy", nogil=True)
+
+#: (significant bits, frexp exponent of the smallest normal, largest finite value) of the
+#: destinations kept in float32 buffers; 0 bits: float32 itself, rounded by the store
+F32_DEST, F16_DEST = (0, 0, 0.0), (11, -13, 65504.0)
+BF16_DEST = (8, -125, float(np.finfo(NP_DTYPES["bf16"]).max))
+
+
+# ---------------------------------------------------------------- rounding and combining
+
+
+@intrinsic
+def _bits(typingctx, v):
+    """The IEEE bit pattern of a float64, as a uint64."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.IntType(64))
+    return types.uint64(types.float64), codegen
+
+
+@intrinsic
+def _float(typingctx, b):
+    """The float64 whose IEEE bit pattern is the uint64 b."""
+    def codegen(context, builder, signature, args):
+        return builder.bitcast(args[0], ir.DoubleType())
+    return types.float64(types.uint64), codegen
+
+
+@jit
+def narrow(v, p, emin, top):
+    # float64 v rounded to nearest even at p significant bits (subnormals below 2^(emin-1)),
+    # +-inf beyond the largest finite value `top`: round half to even on v's own bits, the carry
+    # running into the exponent
+    b = _bits(v)
+    e = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF)) - 1022      # frexp's exponent
+    if e == 1025 or v == 0.0:                   # inf, NaN, 0
+        return v
+    if e >= emin:                               # a normal number of the narrow type
+        drop = np.uint64(53 - p)
+        b = (b + ((np.uint64(1) << (drop - np.uint64(1))) - np.uint64(1)) + ((b >> drop) & np.uint64(1))) \
+            & ~((np.uint64(1) << drop) - np.uint64(1))
+    else:
+        b = _subnormal(b, v, e, p, emin)
+    r = _float(b)
+    if abs(r) > top:
+        return math.copysign(math.inf, v)
+    return r
+
+
+@jit
+def _subnormal(b, v, e, p, emin):
+    # the bits of v (frexp exponent e, below the narrow type's normal range) rounded half to even
+    # to a multiple of its smallest subnormal, 2^(emin - p)
+    drop = emin - p - (e - 53)                  # low bits of the 53-bit significand to drop
+    if drop >= 54 or drop == 53 and b & np.uint64(0xFFFFFFFFFFFFF) == 0:
+        return _bits(math.copysign(0.0, v))     # below half the quantum, or a tie with 0
+    if drop == 53:
+        return _bits(math.copysign(math.ldexp(1.0, e), v))  # above half the quantum
+    one = np.uint64(1) << np.uint64(drop)
+    low = b & (one - np.uint64(1))
+    b -= low
+    half = one >> np.uint64(1)
+    odd = drop == 52 or b & one != 0            # at 52 only the implicit leading 1 is kept
+    if low > half or low == half and odd:
+        b += one
+    return b
+
+
+@jit
+def _wrap32(v):
+    # an exact float64 integer wrapped around into int32's range, as int32 arithmetic does
+    return ((v + 2147483648.0) % 4294967296.0) - 2147483648.0
+
+
+@jit
+def dest(v, p, emin, top, wrap):
+    # a leaf's float64 value as its destination type holds it (f32: the store rounds it)
+    if wrap:
+        return _wrap32(v)
+    if p:
+        return narrow(v, p, emin, top)
+    return v
+
+
+@jit
+def combine(old, v, first, p, emin, top, wrap):
+    # the first partial of a region, or `old` plus a later one, each rounded to the destination
+    v = dest(v, p, emin, top, wrap)
+    if first:
+        return v
+    if p or wrap:
+        return dest(old + v, p, emin, top, wrap)
+    return np.float32(old) + np.float32(v)
+
+
+@jit
+def upcast_k(bits, table, out, part, parts):
+    # out = table[bits]: 16-bit floats to float32, exactly; elements part, part + parts, ...
+    # in blocks of 4096
+    for blk in range(part, (bits.size + 4095) // 4096, parts):
+        for i in range(blk * 4096, min(bits.size, blk * 4096 + 4096)):
+            out[i] = table[bits[i]]
+
+
+@jit
+def downcast_k(src, bits, table, part, parts):
+    # bits = the f16 (a table of 2^19 patterns by the float32's top 19 bits) or bf16 (the
+    # float32's top 16 bits) bit patterns of float32 values that the type holds: exact, no
+    # rounding; NaN as a quiet NaN. Elements part, part + parts, ... in blocks of 4096
+    f = src.view(np.uint32)
+    for blk in range(part, (src.size + 4095) // 4096, parts):
+        for i in range(blk * 4096, min(src.size, blk * 4096 + 4096)):
+            b = f[i]
+            if src[i] != src[i]:
+                bits[i] = np.uint16((b >> np.uint32(16)) | np.uint32(0x7FC0 if table.size == 0 else 0x7E00))
+            elif table.size:
+                bits[i] = table[b >> np.uint32(13)]
+            else:
+                bits[i] = np.uint16(b >> np.uint32(16))
+
+
+NO_TABLE = np.zeros(0, np.uint16)
+
+
+def f16_table() -> np.ndarray:
+    """The f16 bit pattern of each float32 by its top 19 bits (sign, exponent, 10 bits of
+    mantissa: all an f16 value has), made once."""
+    if "f16" not in _DOWNCAST:
+        with np.errstate(over="ignore"):
+            top = (np.arange(1 << 19, dtype=np.uint32) << np.uint32(13)).view(np.float32)
+            _DOWNCAST["f16"] = top.astype(np.float16).view(np.uint16)
+    return _DOWNCAST["f16"]
+
+
+_DOWNCAST: dict = {}
+#: float32 of every f16 and every bf16 bit pattern
+UPCAST = {NP_DTYPES[t]: np.arange(1 << 16, dtype=np.uint16).view(NP_DTYPES[t]).astype(np.float32)
+           for t in ("f16", "bf16")}

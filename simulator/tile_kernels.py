@@ -1,0 +1,415 @@
+"""The numba kernels of the leaf batches. Each runs over a tile table, one row per leaf, and computes
+the parts `part, part + parts, ...` of its work (`simulator.batch_kernels` runs the parts on
+threads; every kernel is nogil: numba's own parallel loops wait for their threads spinning, which
+on a host whose cores are busy costs milliseconds a call).
+
+A row holds the (start, stop) of every dimension of every input region, then of the output
+region, then 1 where the leaf brings the first partial of its region; the rows of one output
+region are consecutive and in the plan's order. Products are scipy's BLAS sgemm (dgemm for i8,
+exact) called on the regions' addresses. Flat arrays are indexed by unsigned offsets, which
+spares numba's negative-index check and lets the copies vectorize.
+"""
+from __future__ import annotations
+
+import ctypes
+import math
+
+import numpy as np
+from llvmlite.binding import add_symbol
+from numba import njit, types
+from scipy.linalg.cython_blas import __pyx_capi__
+
+from simulator.narrow import combine, dest, narrow
+
+__all__ = ["groups", "shared", "matmul_tiles_k", "conv_products_k", "conv_combine_k",
+           "pool_tiles_k", "elementwise_tiles_k"]
+
+jit = njit(cache=True, error_model="numpy", nogil=True)
+
+
+def _blas(name: str) -> types.ExternalFunction:
+    """scipy's Fortran BLAS `name` (the BLAS numba's own np.dot calls) under a symbol of ours, so
+    that kernels calling it can be cached on disk; every argument is an address."""
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    capsule = __pyx_capi__[name]
+    add_symbol(f"fractal_blas_{name}", get_pointer(capsule, get_name(capsule)))
+    return types.ExternalFunction(f"fractal_blas_{name}", types.void(*[types.intp] * 13))
+
+
+_sgemm, _dgemm = _blas("sgemm"), _blas("dgemm")
+
+@jit
+def groups(tiles, lo, hi):
+    # the first row of each run of rows equal in columns lo:hi (an output region), and the end
+    starts = np.empty(tiles.shape[0] + 1, np.int64)
+    n = 1
+    starts[0] = 0
+    for t in range(1, tiles.shape[0]):
+        for j in range(lo, hi):
+            if tiles[t, j] != tiles[t - 1, j]:
+                starts[n] = t
+                n += 1
+                break
+    starts[n] = tiles.shape[0]
+    return starts[:n + 1] if tiles.shape[0] else starts[:1]
+
+
+@jit
+def _gemm(args, m, n, k, a, lda, b, ldb, c, ldc, double, beta=0.0):
+    # C[m, n] = A[m, k] @ B[k, n] + beta C[m, n] at addresses a, b, c, row-major with lda, ldb,
+    # ldc elements between rows: column-major C^T = B^T A^T. args: int32[6], the scalars and the
+    # "N" flag, owned by the caller, alive through the call
+    if m == 0 or n == 0:
+        return
+    ints, scal32, scal64, trans = args
+    ints[0], ints[1], ints[2], ints[3], ints[4], ints[5] = n, m, k, ldb, lda, ldc
+    ip, tr = ints.ctypes.data, trans.ctypes.data
+    if double:
+        scal64[1] = beta
+        sp = scal64.ctypes.data
+        _dgemm(tr, tr, ip, ip + 4, ip + 8, sp, b, ip + 12, a, ip + 16, sp + 8, c, ip + 20)
+    else:
+        scal32[1] = beta
+        sp = scal32.ctypes.data
+        _sgemm(tr, tr, ip, ip + 4, ip + 8, sp, b, ip + 12, a, ip + 16, sp + 4, c, ip + 20)
+
+
+@jit
+def _gemm_args():
+    scal32, scal64 = np.zeros(2, np.float32), np.zeros(2, np.float64)
+    scal32[0], scal64[0] = 1.0, 1.0                 # alpha 1, beta 0
+    return np.empty(6, np.int32), scal32, scal64, np.array([ord("N")], np.uint8)
+
+
+# ---------------------------------------------------------------- MAC kernels
+
+@jit
+def _at(arr, tiles, t, col, zcol, i0, i1, i2, i3):
+    # the element offset of the batch element of `arr` (regions at column `col` of row t) that
+    # C's batch index (i0, i1, i2, i3) reads: the same offset into its region, or its one element
+    # along a dimension where its region has extent 1 (broadcast)
+    at = 0
+    for d, i in enumerate((i0, i1, i2, i3)):
+        lo, hi = tiles[t, col + 2 * d], tiles[t, col + 2 * d + 1]
+        at += (lo if hi - lo == 1 else lo + i - tiles[t, zcol + 2 * d]) * (arr.strides[d] // arr.itemsize)
+    return at
+
+
+@jit
+def matmul_tiles_k(a, b, out, tiles, starts, p, emin, top, wrap, part, parts):
+    # a [B0..B3, M, K], b [B0..B3, K, N], out [B0..B3, M, N], C-contiguous; rows: the six ranges
+    # of A's region, of B's, of C's, first. Per leaf and batch element of its region, one
+    # product A[m, k] @ B[k, n]: for a float32 destination written by sgemm into C's region, a
+    # later partial added there by sgemm itself (beta = 1); otherwise kept in a scratch block,
+    # then stored in or added to C's region, rounded to the destination. The output regions
+    # (from `starts`) part, part + parts, ...
+    double = a.itemsize == 8
+    direct = not p and not wrap
+    kk, nn, mo, no = a.shape[5], b.shape[5], out.shape[4], out.shape[5]
+    flat = out.reshape(-1)
+    for g in range(part, len(starts) - 1, parts):
+        args = _gemm_args()
+        t = starts[g]
+        m, n = tiles[t, 33] - tiles[t, 32], tiles[t, 35] - tiles[t, 34]
+        y = np.empty(0 if direct else m * n, a.dtype)
+        for t in range(starts[g], starts[g + 1]):
+            m0, k0, k1, n0, first = tiles[t, 8], tiles[t, 10], tiles[t, 11], tiles[t, 22], tiles[t, 36]
+            for i0 in range(tiles[t, 24], tiles[t, 25]):
+                for i1 in range(tiles[t, 26], tiles[t, 27]):
+                    for i2 in range(tiles[t, 28], tiles[t, 29]):
+                        for i3 in range(tiles[t, 30], tiles[t, 31]):
+                            c = ((((i0 * out.shape[1] + i1) * out.shape[2] + i2) * out.shape[3] + i3) * mo
+                                 + tiles[t, 32]) * no + tiles[t, 34]
+                            ao = _at(a, tiles, t, 0, 24, i0, i1, i2, i3) + m0 * kk + k0
+                            bo = _at(b, tiles, t, 12, 24, i0, i1, i2, i3) + tiles[t, 20] * nn + n0
+                            pa, pb = a.ctypes.data + a.itemsize * ao, b.ctypes.data + b.itemsize * bo
+                            if direct:
+                                if k1 > k0:
+                                    _gemm(args, m, n, k1 - k0, pa, kk, pb, nn, out.ctypes.data + 4 * c, no,
+                                          False, 0.0 if first else 1.0)
+                                elif first:
+                                    for i in range(m):
+                                        flat[c + i * no:c + i * no + n] = 0
+                                continue
+                            if k1 > k0:
+                                _gemm(args, m, n, k1 - k0, pa, kk, pb, nn, y.ctypes.data, n, double)
+                            else:
+                                y[:] = 0
+                            for i in range(m):
+                                for j in range(n):
+                                    flat[c + j] = combine(flat[c + j], y[i * n + j], first, p, emin, top, wrap)
+                                c += no
+
+
+@jit
+def shared(tiles, cols):
+    # the rows in an order that puts rows equal in columns `cols` together, and the first
+    # position of each run of equal rows, and the end
+    n = tiles.shape[0]
+    key = np.empty(n, np.uint64)
+    for t in range(n):
+        h = np.uint64(14695981039346656037)
+        for c in cols:
+            h = (h ^ np.uint64(tiles[t, c] & 0xFFFFFFFF)) * np.uint64(1099511628211)
+        key[t] = h
+    order = np.argsort(key, kind="mergesort")
+    starts = np.empty(n + 1, np.int64)
+    runs = 1
+    starts[0] = 0
+    for i in range(1, n):
+        for c in cols:
+            if tiles[order[i], c] != tiles[order[i - 1], c]:
+                starts[runs] = i
+                runs += 1
+                break
+    starts[runs] = n
+    return order, starts[:runs + 1] if n else starts[:1]
+
+
+@jit
+def _im2col(x, b, c0, c1, h0, h1, w0, w1, oh0, oh1, ow0, ow1, kh, kw, s, pt, pl, col):
+    # col[(c, i, j), (oh, ow)] = X[b, c, oh*s - pt + i, ow*s - pl + j] inside the region
+    # [h0, h1) x [w0, w1) of the leaf, 0 outside it (the leaf's padding). x and col
+    # C-contiguous, indexed flat by unsigned offsets (no negative-index check: the copies vectorize)
+    xf, cf = x.reshape(-1), col.reshape(-1)
+    hgt, wid = x.shape[2], x.shape[3]
+    wo, pix = ow1 - ow0, (oh1 - oh0) * (ow1 - ow0)
+    for ci in range(c1 - c0):
+        base = (b * x.shape[1] + c0 + ci) * hgt * wid
+        for i in range(kh):
+            for j in range(kw):
+                # the outputs whose tap j reads inside [w0, w1): [lo, hi), relative to ow0
+                lo = min(max(ow0, -((pl + w0 - j) // -s)), ow1) - ow0
+                hi = max(min(ow1, -((pl + w1 - j) // -s)), lo + ow0) - ow0
+                d = ((ci * kh + i) * kw + j) * pix
+                for oh in range(oh0, oh1):
+                    hr = oh * s - pt + i
+                    ud = np.uint64(d)
+                    if h0 <= hr < h1:
+                        at = np.uint64(base + hr * wid + (lo + ow0) * s - pl + j)
+                        for q in range(lo):
+                            cf[ud + np.uint64(q)] = 0.0
+                        ul = ud + np.uint64(lo)
+                        if s == 1:
+                            for q in range(hi - lo):
+                                cf[ul + np.uint64(q)] = xf[at + np.uint64(q)]
+                        else:
+                            us = np.uint64(s)
+                            for q in range(hi - lo):
+                                cf[ul + np.uint64(q)] = xf[at + np.uint64(q) * us]
+                        for q in range(hi, wo):
+                            cf[ud + np.uint64(q)] = 0.0
+                    else:
+                        for q in range(wo):
+                            cf[ud + np.uint64(q)] = 0.0
+                    d += wo
+
+
+@jit
+def conv_products_k(x, w, tiles, order, runs, at, prod, s, pt, pl, part, parts):
+    # rows: (n, c, h, w) ranges of X, (o, c, kh, kw) of W, (n, o, ho, wo) of Y, first. The leaves
+    # of each run of `order` from `runs` read the same X region (channels, cells, images) and
+    # share its im2col; each leaf's product W[o, c, :, :] @ col is its own BLAS call, kept in
+    # prod[at[leaf]:]. Runs part, part + parts, ...
+    kh, kw, cw = w.shape[2], w.shape[3], w.shape[1] * w.shape[2] * w.shape[3]
+    double = x.itemsize == 8
+    for g in range(part, len(runs) - 1, parts):
+        args = _gemm_args()
+        t = order[runs[g]]
+        xn0, c0, c1 = tiles[t, 0], tiles[t, 2], tiles[t, 3]
+        oh0, oh1, ow0, ow1 = tiles[t, 20], tiles[t, 21], tiles[t, 22], tiles[t, 23]
+        rows, pix = (c1 - c0) * kh * kw, (oh1 - oh0) * (ow1 - ow0)
+        col = np.empty((rows, pix), x.dtype)
+        for b in range(tiles[t, 1] - xn0):
+            _im2col(x, xn0 + b, c0, c1, tiles[t, 4], tiles[t, 5], tiles[t, 6], tiles[t, 7],
+                    oh0, oh1, ow0, ow1, kh, kw, s, pt, pl, col)
+            for q in range(runs[g], runs[g + 1]):
+                u = order[q]
+                o0, o1 = tiles[u, 8], tiles[u, 9]
+                y = prod[at[u] + b * (o1 - o0) * pix:at[u] + (b + 1) * (o1 - o0) * pix]
+                if rows:
+                    _gemm(args, o1 - o0, pix, rows, w.ctypes.data + w.itemsize * (o0 * cw + tiles[u, 10] * kh * kw),
+                          cw, col.ctypes.data, pix, y.ctypes.data, pix, double)
+                else:
+                    y[:] = 0
+
+
+@jit
+def conv_combine_k(out, tiles, starts, at, prod, p, emin, top, wrap, part, parts):
+    # each leaf's product stored in (first) or added to its region of Y, the leaves of an output
+    # region (runs of `starts`) in plan order; regions part, part + parts, ...
+    flat = out.reshape(-1)
+    for g in range(part, len(starts) - 1, parts):
+        for t in range(starts[g], starts[g + 1]):
+            n0, n1, o0, o1 = tiles[t, 16], tiles[t, 17], tiles[t, 18], tiles[t, 19]
+            oh0, oh1, ow0, ow1, first = tiles[t, 20], tiles[t, 21], tiles[t, 22], tiles[t, 23], tiles[t, 24]
+            wo = ow1 - ow0
+            k = at[t]
+            for b in range(n0, n1):
+                for o in range(o0, o1):
+                    for oh in range(oh0, oh1):
+                        d = np.uint64(((b * out.shape[1] + o) * out.shape[2] + oh) * out.shape[3] + ow0)
+                        uk = np.uint64(k)
+                        if first and not p and not wrap:
+                            for q in range(wo):
+                                flat[d + np.uint64(q)] = prod[uk + np.uint64(q)]
+                        elif not p and not wrap:
+                            for q in range(wo):
+                                flat[d + np.uint64(q)] += prod[uk + np.uint64(q)]
+                        else:
+                            for q in range(wo):
+                                uq = np.uint64(q)
+                                flat[d + uq] = combine(flat[d + uq], prod[uk + uq], first, p, emin, top, wrap)
+                        k += wo
+
+
+# ---------------------------------------------------------------- windows and elementwise
+
+@jit
+def _window(xf, at, wid, r0, r1, c0, c1, average):
+    # the max (NaN wins) or the mean of X's cells [r0, r1) x [c0, c1) of the plane at `at`
+    m, acc = -np.inf, 0.0
+    for hi in range(r0, r1):
+        row = np.uint64(at + hi * wid)
+        for wi in range(c0, c1):
+            v = xf[row + np.uint64(wi)]
+            if average:
+                acc += v
+            elif v > m or v != v:
+                m = v
+    return acc / ((r1 - r0) * (c1 - c0)) if average else m
+
+
+@jit
+def pool_tiles_k(x, out, tiles, k, s, pt, pl, average, p, emin, top, part, parts):
+    # rows: (n, c, h, w) ranges of X, (n, c, ho, wo) of Y, first. ONNX MaxPool (padding never
+    # wins, NaN wins) or AveragePool without the padding, over X's region [h0, h1) x [w0, w1);
+    # rows part, part + parts, ...
+    xf, yf = x.reshape(-1), out.reshape(-1)
+    hgt, wid = x.shape[2], x.shape[3]
+    for t in range(part, tiles.shape[0], parts):
+        xn0, xc0, h0, h1, w0, w1 = tiles[t, 0], tiles[t, 2], tiles[t, 4], tiles[t, 5], tiles[t, 6], tiles[t, 7]
+        n0, n1, c0, c1 = tiles[t, 8], tiles[t, 9], tiles[t, 10], tiles[t, 11]
+        for b in range(n1 - n0):
+            for c in range(c1 - c0):
+                at = ((xn0 + b) * x.shape[1] + xc0 + c) * hgt * wid
+                for oh in range(tiles[t, 12], tiles[t, 13]):
+                    r0, r1 = max(oh * s - pt, h0), min(oh * s - pt + k, h1)
+                    y = np.uint64((((n0 + b) * out.shape[1] + c0 + c) * out.shape[2] + oh) * out.shape[3])
+                    for ow in range(tiles[t, 14], tiles[t, 15]):
+                        r = _window(xf, at, wid, r0, r1, max(ow * s - pl, w0), min(ow * s - pl + k, w1),
+                                    average)
+                        yf[y + np.uint64(ow)] = dest(r, p, emin, top, False)
+
+
+@jit
+def _apply(op, a, b):
+    # the float64 value of elementwise opcode number `op` (ELEMENTWISE order) at a (and b), as
+    # the opcode's leaf kernel computes it
+    if op == 0:
+        return a + b
+    if op == 1:
+        return a - b
+    if op == 2:
+        return a * b
+    if op == 3:
+        return a / b
+    if op == 4:
+        return 0.0 if a < 0 else a
+    if op == 5:
+        return 1.0 / (1.0 + np.exp(-a))
+    if op == 6:
+        return np.tanh(a)
+    if op == 7:
+        return np.exp(a)
+    if op == 8:
+        return math.sqrt(a) if a >= 0 else np.nan
+    if op == 9:
+        return 1.0 / math.sqrt(a) if a >= 0 else np.nan
+    if op == 10:
+        return math.erf(a)
+    if op == 11:
+        return np.log(a) if a >= 0 else np.nan
+    if op == 12:
+        return abs(a)
+    if op == 13:
+        return -a
+    if op == 14:
+        return a ** b
+    if op == 15:
+        return a if (a <= b or a != a) else b
+    return a if (a >= b or a != a) else b
+
+
+@jit
+def _row(op, xf, xa, xs, yf, ya, ys, zf, za, n, p, emin, top):
+    # Z[za + q] = op(X[xa + q*xs], Y[ya + q*ys]) for q < n, flat, by unsigned offsets (no
+    # negative-index check); one loop per common opcode
+    xa, ya, za, xs, ys = np.uint64(xa), np.uint64(ya), np.uint64(za), np.uint64(xs), np.uint64(ys)
+    if p:
+        for q in range(n):
+            u = np.uint64(q)
+            zf[za + u] = narrow(_apply(op, np.float64(xf[xa + u * xs]), np.float64(yf[ya + u * ys])),
+                                 p, emin, top)
+    elif op == 0:
+        for q in range(n):
+            u = np.uint64(q)
+            zf[za + u] = np.float64(xf[xa + u * xs]) + np.float64(yf[ya + u * ys])
+    elif op == 4:
+        for q in range(n):
+            u = np.uint64(q)
+            v = xf[xa + u * xs]
+            zf[za + u] = 0.0 if v < 0 else v
+    else:
+        for q in range(n):
+            u = np.uint64(q)
+            zf[za + u] = _apply(op, np.float64(xf[xa + u * xs]), np.float64(yf[ya + u * ys]))
+
+
+@jit
+def _step(arr, tiles, t, col, d):
+    # the element stride of arr along d, 0 where its region (at column `col` of row t) has extent
+    # 1 (broadcast against Z's, or Z's extent 1 too); and the offset its region start adds
+    st = arr.strides[d] // arr.itemsize
+    lo = tiles[t, col + 2 * d]
+    if tiles[t, col + 2 * d + 1] - lo > 1:
+        return st, (lo - tiles[t, 16 + 2 * d]) * st
+    return 0, lo * st
+
+
+@jit
+def _reading(arr, tiles, t, col):
+    # arr's four strides as Z's index moves (0 where broadcast), and the offset of the element
+    # Z's index (0, 0, 0, 0) would read
+    s0, a0 = _step(arr, tiles, t, col, 0)
+    s1, a1 = _step(arr, tiles, t, col, 1)
+    s2, a2 = _step(arr, tiles, t, col, 2)
+    s3, a3 = _step(arr, tiles, t, col, 3)
+    return s0, s1, s2, s3, a0 + a1 + a2 + a3
+
+
+@jit
+def elementwise_tiles_k(op, x, y, out, tiles, p, emin, top, part, parts):
+    # rows: the 4-d regions of X, Y and Z, first; a source's dimension of extent 1 under a wider
+    # one of Z is broadcast. All three C-contiguous, indexed flat; a region's rows that lie end to
+    # end in all three run as one
+    xf, yf, zf = x.reshape(-1), y.reshape(-1), out.reshape(-1)
+    z1, z2 = out.shape[1] * out.shape[2] * out.shape[3], out.shape[2] * out.shape[3]
+    for t in range(part, tiles.shape[0], parts):
+        x0, x1, x2, x3, xa = _reading(x, tiles, t, 0)
+        y0, y1, y2, y3, ya = _reading(y, tiles, t, 8)
+        lo0, lo1, lo2, lo3 = tiles[t, 16], tiles[t, 18], tiles[t, 20], tiles[t, 22]
+        e1, e2, n = tiles[t, 19] - lo1, tiles[t, 21] - lo2, tiles[t, 23] - lo3
+        if n == out.shape[3] and x2 == x3 * n and y2 == y3 * n:        # rows end to end
+            n, e2 = n * e2, 1
+            if e2 * n == z2 and x1 == x3 * n and y1 == y3 * n:
+                n, e1 = n * e1, 1
+        for i0 in range(lo0, tiles[t, 17]):
+            for i1 in range(lo1, lo1 + e1):
+                for i2 in range(lo2, lo2 + e2):
+                    _row(op, xf, xa + i0 * x0 + i1 * x1 + i2 * x2 + lo3 * x3, x3,
+                         yf, ya + i0 * y0 + i1 * y1 + i2 * y2 + lo3 * y3, y3,
+                         zf, i0 * z1 + i1 * z2 + i2 * out.shape[3] + lo3, n, p, emin, top)
