@@ -410,7 +410,7 @@ def execute_instruction(instr: Instruction, env: dict[str, np.ndarray],
                         types: dict[str, TensorType], table: dict | None = None,
                         core: dict | None = None) -> None:
     """Compute one checked instruction from `env` and store fresh copies in its destinations."""
-    spec = (table or OPCODES)[instr.opcode]
+    spec = (OPCODES if table is None else table)[instr.opcode]
     dsts, srcs = instr.operands[:spec.outputs], instr.operands[spec.outputs:]
     want = [types[d] for d in dsts]
     try:
