@@ -89,6 +89,27 @@ def test_the_causal_mask_matters(tmp_path):
     assert np.array_equal(a[:, :5], b[:, :5]) and not np.allclose(a[1, 5:], b[1, 5:])
 
 
+def test_bert_encoder_block_in_float16(tmp_path):
+    """Weights, casts and outputs in float16: an f16 program (ids stay i32), within the f16
+    tolerance (8 units of 2^-11 of each output's scale); LayerNorm rounds at every step in f16
+    here, where onnxruntime keeps its statistics in float32."""
+    m, feeds = bert_block()
+    for init in m.graph.initializer:
+        if init.data_type == F:
+            init.CopyFrom(numpy_helper.from_array(
+                numpy_helper.to_array(init).astype(np.float16), init.name))
+    for n in m.graph.node:
+        for a in n.attribute:
+            if a.name == "to" and a.i == F:
+                a.i = TensorProto.FLOAT16
+    for out in m.graph.output:
+        out.type.tensor_type.elem_type = TensorProto.FLOAT16
+    text = matches_onnxruntime(m, feeds, tmp_path, machines=("tiny",))
+    types = {line.split(":")[1].split("[")[0].strip() for line in text.splitlines()
+             if line.startswith("tensor ")}
+    assert types == {"f16", "i32"}
+
+
 def test_import_and_run_with_int64_token_ids(tmp_path, capsys):
     m, feeds = gpt_block()
     onnx.save(m, tmp_path / "gpt.onnx")
