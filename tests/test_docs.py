@@ -51,6 +51,9 @@ SKIP = [
     ("dask scheduler", "needs a Dask cluster (tests/sweep runs sweeps on a local one)"),
     ("dask worker", "needs a Dask cluster"),
     ("--dask tcp://", "needs a Dask cluster"),
+    ("gpt2.onnx", "needs an exported GPT-2 model (scripts/onnx_export_check.py, .[export]); "
+                  "tests/onnx imports transformer graphs built in the tests"),
+    ("gpt2.fasm", "runs the program the line above imports"),
     ("fractal reproduce -o docs/reproduction.md", "minutes of work; tests/reproduce covers it"),
     ("f1_neighbourhood.toml -o f1-study", "minutes of work (docs/explore.md gives its result); "
                                           "tests/explore covers the explorer"),
