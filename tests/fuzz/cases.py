@@ -138,9 +138,11 @@ def machine_case(rng) -> Case:
 
 
 def data_case(rng) -> Case:
-    program = _small_program(rng)
     from isa.reference import generate_feeds
-    feeds = generate_feeds(program, int(rng.integers(0, 1000)))
+    feeds = {}
+    while not feeds:        # a program of fills alone (no input to feed) is drawn again
+        program = _small_program(rng)
+        feeds = generate_feeds(program, int(rng.integers(0, 1000)))
     name = _pick(rng, sorted(feeds))
     files = {"p.fasm": program.source.encode()}
     how = _pick(rng, ["npy", "npy", "npz", "sidecar", "spec", "missing"])
