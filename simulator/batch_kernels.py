@@ -27,6 +27,7 @@ A batch of at least PARALLEL_MACS multiply-adds (or elements) runs in parts on a
 """
 from __future__ import annotations
 
+import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numba
@@ -166,7 +167,7 @@ _SHARED_COLUMNS = np.array([0, 1, 2, 3, 4, 5, 6, 7, 20, 21, 22, 23])
 
 #: the most elements of leaf products one batch call keeps at once
 SCRATCH_ELEMENTS = 1 << 24
-_SCRATCH: dict = {}
+_SCRATCH = threading.local()                # per thread: runs on other threads keep theirs
 
 
 def _chunks(sizes: np.ndarray) -> list:
@@ -184,9 +185,10 @@ def _chunks(sizes: np.ndarray) -> list:
 
 def _scratch(n: int, dtype) -> np.ndarray:
     """n elements of scratch space, kept from call to call (fresh pages cost a fault each)."""
-    buf = _SCRATCH.get(dtype)
+    kept = _SCRATCH.__dict__.setdefault("buffers", {})
+    buf = kept.get(dtype)
     if buf is None or len(buf) < n:
-        buf = _SCRATCH[dtype] = np.empty(max(n, 1 << 16), dtype)
+        buf = kept[dtype] = np.empty(max(n, 1 << 16), dtype)
     return buf
 
 

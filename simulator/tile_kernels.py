@@ -41,6 +41,7 @@ def _blas(name: str) -> types.ExternalFunction:
 
 _sgemm, _dgemm = _blas("sgemm"), _blas("dgemm")
 
+
 @jit
 def groups(tiles, lo, hi):
     # the first row of each run of rows equal in columns lo:hi (an output region), and the end
@@ -140,7 +141,8 @@ def matmul_tiles_k(a, b, out, tiles, starts, p, emin, top, wrap, part, parts):
                                 y[:] = 0
                             for i in range(m):
                                 for j in range(n):
-                                    flat[c + j] = combine(flat[c + j], y[i * n + j], first, p, emin, top, wrap)
+                                    flat[c + j] = combine(flat[c + j], y[i * n + j], first, p, emin,
+                                                          top, wrap)
                                 c += no
 
 
@@ -231,8 +233,8 @@ def conv_products_k(x, w, tiles, order, runs, at, prod, s, pt, pl, part, parts):
                 o0, o1 = tiles[u, 8], tiles[u, 9]
                 y = prod[at[u] + b * (o1 - o0) * pix:at[u] + (b + 1) * (o1 - o0) * pix]
                 if rows:
-                    _gemm(args, o1 - o0, pix, rows, w.ctypes.data + w.itemsize * (o0 * cw + tiles[u, 10] * kh * kw),
-                          cw, col.ctypes.data, pix, y.ctypes.data, pix, double)
+                    wa = w.ctypes.data + w.itemsize * (o0 * cw + tiles[u, 10] * kh * kw)
+                    _gemm(args, o1 - o0, pix, rows, wa, cw, col.ctypes.data, pix, y.ctypes.data, pix, double)
                 else:
                     y[:] = 0
 
@@ -291,7 +293,8 @@ def pool_tiles_k(x, out, tiles, k, s, pt, pl, average, p, emin, top, part, parts
     xf, yf = x.reshape(-1), out.reshape(-1)
     hgt, wid = x.shape[2], x.shape[3]
     for t in range(part, tiles.shape[0], parts):
-        xn0, xc0, h0, h1, w0, w1 = tiles[t, 0], tiles[t, 2], tiles[t, 4], tiles[t, 5], tiles[t, 6], tiles[t, 7]
+        xn0, xc0, h0, h1, w0, w1 = (tiles[t, 0], tiles[t, 2], tiles[t, 4], tiles[t, 5], tiles[t, 6],
+                                    tiles[t, 7])
         n0, n1, c0, c1 = tiles[t, 8], tiles[t, 9], tiles[t, 10], tiles[t, 11]
         for b in range(n1 - n0):
             for c in range(c1 - c0):

@@ -14,6 +14,7 @@ import pytest
 
 import fractal
 from compiler import compile_program, execute_plan
+from compiler.plan import level_counts
 from isa.reference import generate_feeds, run_reference
 from simulator import batch_kernels
 from simulator.batch_kernels import LEAF_BATCH_KERNELS
@@ -210,9 +211,11 @@ def test_a_node_batches_its_leaves_through_every_level():
     feeds = generate_feeds(program, 9)
     plan = compile_program(program, fractal.build_machine("f1", 3, 4))
     seen = []
-    execute_plan(plan, feeds, LEAF_KERNELS,
-                 {"conv2d": lambda i, a, t, o: (seen.append(len(t)), LEAF_BATCH_KERNELS["conv2d"](i, a, t, o))})
-    from compiler.plan import level_counts
+
+    def recording(ins, attrs, tiles, out):
+        seen.append(len(tiles))
+        LEAF_BATCH_KERNELS["conv2d"](ins, attrs, tiles, out)
+    execute_plan(plan, feeds, LEAF_KERNELS, {"conv2d": recording})
     leaves = sum(n for (task, lv), n in level_counts(plan).items() if lv == 3)
     assert seen == [leaves] and leaves >= 16
 
