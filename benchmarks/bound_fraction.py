@@ -59,6 +59,34 @@ def pinned(machine: str = "f100") -> list[str]:
             "| root mapping | cycles |", "|---|---|", *rows]
 
 
+def where_time_goes(machine: str = "f100") -> list[str]:
+    """The 4096^3 matmul's plan on `machine`, level by level: a task's cycles, the interval at
+    which the same task can follow itself on a node (its reservation table against its own),
+    and its leaves' compute over each; and how long the root's first load takes."""
+    from compiler.reservation import Reservation
+    from simulator.engine import Engine
+    plan = fractal.compile(fractal.load_program(MATMUL), machine)
+    m = plan.machine
+    rows = ["| level | task cycles | next task after | compute / task | compute / interval |",
+            "|---|---|---|---|---|"]
+    for (task, level), node in sorted(plan.table.items(), key=lambda kv: kv[0][1]):
+        res = node.reservation or Reservation.whole(node.est_cycles)
+        leaves = m.leaves // m.nodes_at(level)
+        compute = sum(ops / m.compute.ops_per_cycle(k, task.inputs[0].dtype)
+                      for k, ops in task.work) / leaves
+        interval = res.next_allowed(res, 0)
+        rows.append(f"| {level} ({m.levels[level].name}) | {node.est_cycles:,.0f} | "
+                    f"{interval:,} | {compute / node.est_cycles:.3f} | {compute / interval:.3f} |")
+    engine = Engine(plan, trace=True)
+    total, = engine.instruction_cycles()
+    first = next(e for e in engine.events if e.node == "0" and e.stage == "LD" and e.piece == 0)
+    root = plan.roots[0]
+    return [f"Where the matmul's time goes on {machine}:", "", *rows, "",
+            f"The root's first load: {first.end - first.start:,} cycles, "
+            f"{(first.end - first.start) / total:.1%} of the run; after it, a root piece every "
+            f"{(total - first.end) / root.pieces:,.0f} cycles."]
+
+
 def cases():
     resnet = generate("resnet18", batch=32, dtype="f16")
     return [("matmul 4096^3", MATMUL), ("VGG-16 conv3_2, batch 32", CONV3_2),
@@ -89,7 +117,7 @@ def main(argv=None) -> int:
                          f"{f:.3f} | {TARGETS[name]:.2f} |")
             print(lines[-1], file=sys.stderr)
     lines += ["", f"Geometric mean of the fractions: {statistics.geometric_mean(fractions):.3f}.",
-              "", *pinned(), "", f"Took {time.perf_counter() - start:.0f} s."]
+              "", *pinned(), "", *where_time_goes(), "", f"Took {time.perf_counter() - start:.0f} s."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
