@@ -33,7 +33,7 @@ from compiler.plan import AxisSplit, NodePlan, Plan, PlanKind
 from compiler.rules import (AccessMap, Task, access_map, box_types, ceil_cycles, ceil_div,
                             moved_bytes, task_of)
 from compiler.leaf import leaf_cycles
-from compiler.pipeline import lfu_free, node_cycles
+from compiler.pipeline import best_variant, lfu_free, node_cycles, streams
 from compiler.reservation import Reservation
 from compiler.schedule import Schedule, _Axis, default_order
 from isa.checker import opcode_table
@@ -193,15 +193,16 @@ class Decomposer:
             except ValueError as e:      # a pinned order that puts a reduction outside
                 raise CompileError(str(e), pin.where + ".order") from None
             schedule = model.schedule(pieces, ways, order)
-            cycles, reservation = (self._run_pipeline(schedule, level)
-                                   if schedule.count <= EXACT_MAX_PIECES else (None, None))
+            cycles, reservation, stream = (self._run_pipeline(schedule, level)
+                                           if schedule.count <= EXACT_MAX_PIECES
+                                           else (None, None, False))
             cycles = cycles if cycles is not None else cost[0]
             key = (self._objective(schedule, level, cycles), cycles, cost)
             if best is None or key < best[0]:
-                best = (key, schedule, reservation)
-        (_, cycles, cost), schedule, reservation = best
+                best = (key, schedule, reservation, stream)
+        (_, cycles, cost), schedule, reservation, stream = best
         return self._build(task, level, schedule, (cycles, *cost[1:]), candidates, budget,
-                           len(shortlist), reservation)
+                           len(shortlist), reservation, stream)
 
     def _objective(self, schedule: Schedule, level: int, cycles: float) -> float:
         """The candidate's value under the objective (cycles: 0, the cycles decide)."""
@@ -223,14 +224,19 @@ class Decomposer:
 
     def _run_pipeline(self, schedule: Schedule, level: int):
         """The node's cycles and reservation table under the simulator's node model, its
-        children planned (and timed by their own estimates, down to the leaves)."""
+        children planned (and timed by their own estimates, down to the leaves), and whether
+        its children start while a load streams in (`compiler.pipeline.best_variant`)."""
         kids = [self.plan(t, level + 1) for t, _ in schedule.totals()["children"]]
         m = self.machine
 
         def timing(t):
             kid = self.table[(t, level + 1)]
             return kid.est_cycles, kid.reservation or Reservation.whole(kid.est_cycles)
-        return node_cycles(schedule, m.levels[level], m.levels[level + 1], timing, lfu_free(kids))
+        runs = {stream: node_cycles(schedule, m.levels[level], m.levels[level + 1], timing,
+                                    lfu_free(kids), stream)
+                for stream in ((False, True) if streams(schedule, timing) else (False,))}
+        stream = best_variant(level, runs)
+        return (*runs[stream], stream)
 
     def _too_big(self, task: Task, level: int, need: int, budget: int):
         m = self.machine
@@ -247,7 +253,7 @@ class Decomposer:
 
     # ------------------------------------------------------------ the chosen split
     def _build(self, task, level, schedule: Schedule, cost, candidates, budget, run,
-               reservation=None) -> NodePlan:
+               reservation=None, stream: bool = False) -> NodePlan:
         node, child = self.machine.levels[level], self.machine.levels[level + 1]
         where = self.origin.loc if self.origin is not None else None
         check_plan_pieces(schedule.count, where or f"machine '{self.machine.name}'",
@@ -259,9 +265,10 @@ class Decomposer:
         why = (f"searched {candidates} parallel splits of fan-out {node.fanout}, ran the pipeline of "
                f"the {run} cheapest; a child's piece must fit {budget:,} bytes ({child.buffering} "
                f"pieces in flight); chose {cut}: estimated {cost[0]:,.0f} cycles, "
-               f"{cost[1]:,.0f} bytes + reduction ops")
+               f"{cost[1]:,.0f} bytes + reduction ops"
+               + ("; its children start while a piece's load streams in" if stream else ""))
         node = self._node(schedule, level, splits=splits, busy=schedule.busy(),
-                          est_cycles=cost[0], why=why, reservation=reservation)
+                          est_cycles=cost[0], why=why, reservation=reservation, stream=stream)
         return dataclasses.replace(node, est_joules=_joules(node, self.machine, self.plan))
 
 

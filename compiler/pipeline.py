@@ -29,8 +29,10 @@ import simpy
 from compiler.reservation import Reservation, earliest_start, slot_rows
 from compiler.rules import ceil_cycles
 from compiler.schedule import Schedule, stage_times
+from isa.errors import InternalError
 
-__all__ = ["NodeTotals", "NodePipeline", "node_cycles", "piece_timing", "lfu_free"]
+__all__ = ["NodeTotals", "NodePipeline", "best_variant", "node_cycles", "piece_timing", "lfu_free",
+           "streams"]
 
 
 @dataclass
@@ -65,8 +67,9 @@ class NodePipeline:
     and one process per serial piece, as in SimPy's machine-shop examples."""
 
     def __init__(self, env: simpy.Environment, schedule: Schedule, level, child, timing, execute,
-                 record=None, lfu_free: bool = False):
+                 record=None, lfu_free: bool = False, stream: bool = False):
         self.env, self.schedule, self.level, self.child = env, schedule, level, child
+        self.stream = stream            # the children start while a load streams in
         self.lfu_free = lfu_free        # the children's tasks leave their LFUs idle
         self.timing = timing            # timing(kind): (slowest child's cycles, reservations)
         self.execute = execute          # execute(i, kind): the children's part of EX
@@ -97,7 +100,19 @@ class NodePipeline:
         t.cycles = int(env.now - start)
         t.latency += lv.decode_cycles
         self.reservation = Reservation.of(t.cycles, self.rows,
-                                          slot_rows(self.holds, self.child.buffering))
+                                          slot_rows(self.holds, self.child.buffering),
+                                          [(self.ld_starts[i], need)
+                                           for i, need in self.schedule.slices()],
+                                          self._outflow())
+
+    def _outflow(self) -> list:
+        """When the task's results are final, slice by slice (`Schedule.results`)."""
+        out, ready = [], 0
+        for last, final in self.schedule.results():
+            ready = max([ready] + [self.done[i] for i in range(last + 1) if i in self.done])
+            out.append((ready, final))
+        out[-1] = (self.totals.cycles, out[-1][1])
+        return out
 
     def _pieces(self):
         env, schedule = self.env, self.schedule
@@ -109,6 +124,8 @@ class NodePipeline:
         self.buffers = simpy.Resource(env, capacity=self.child.buffering)
         running = []
         self.placed = []                # per piece: when its child tasks start, once decided
+        self.ld_starts = {}             # per piece: when its load began, from the task's start
+        self.done = {}                  # per piece: when its results were final in this memory
         prev = None
         for i, kind in enumerate(schedule.sequence()):
             buffer = self.buffers.request()
@@ -128,15 +145,18 @@ class NodePipeline:
             t.reduction_ops += schedule.final_reduce_ops
             self._note(len(running), "RD", start)
 
-    def _transfer(self, link, port_cycles: int, link_cycles: int, latency: int):
+    def _transfer(self, link, port_cycles: int, link_cycles: int, latency: int, began=None):
         """Hold the children's links in one direction for the link time and, within it, the
-        memory port for the port time; the latency follows, holding neither."""
+        memory port for the port time; the latency follows, holding neither. `began` succeeds
+        with (when the links were taken, when the port was: the bytes flow from then on)."""
         with link.request() as held:
             yield held
             start = self.env.now
             with self.port.request() as req:
                 yield req
                 at = self.env.now
+                if began is not None:
+                    began.succeed((start, at))
                 yield self.env.timeout(port_cycles)
                 self._held("memory port", at)
                 self._note(-1, "port busy", at, 1)
@@ -152,6 +172,20 @@ class NodePipeline:
         elif link_cycles:
             t.link_out_busy += link_cycles
         return start
+
+    def _load(self, i, st, began):
+        """LD: the piece's inputs over the children's links in."""
+        start = self.env.now
+        yield from self._transfer(self.link_in, st.load_port, st.load_link, st.latency, began)
+        self._note(i, "LD", start)
+
+    def _store(self, i, st, when):
+        """WB, from `when` on: the piece's results over the children's links out."""
+        if when > self.env.now:
+            yield self.env.timeout(when - self.env.now)
+        start = self.env.now
+        yield from self._transfer(self.link_out, st.store_port, st.store_link, st.latency)
+        self._note(i, "WB", start)
 
     def _accumulate(self, i: int, cycles: int):
         """Each child adds this piece's partial result into the one it keeps."""
@@ -171,18 +205,28 @@ class NodePipeline:
             return (Reservation.whole(cycles + st.child_reduce),)
         return tasks
 
-    def _place(self, i, kind, st):
-        """Wait until this piece's child tasks may start: when none of their reservations meets
-        those of the child tasks still running (a leaf's next task starts when it ends)."""
+    def _lead(self, kind, st) -> int:
+        """How long after its load begins a piece's child tasks may start: when every slice of
+        theirs finds its bytes arrived (`Reservation.lead`; a leaf waits for the whole load)."""
+        transfer = max(st.load_port, st.load_link)
+        if not self.stream:
+            return transfer + st.latency
+        sent = self.schedule.loads(kind)
+        return max(r.lead(sent, transfer, st.latency) for r in self._tasks(kind, st))
+
+    def _place(self, i, kind, st, ready: int):
+        """Wait until this piece's child tasks may start: from `ready` (their inputs have
+        arrived), when none of their reservations meets those of the child tasks still running
+        (a leaf's next task starts when it ends)."""
         env = self.env
         tasks = self._tasks(kind, st)
-        now = int(env.now)
+        now = max(int(env.now), ready)
         self.active = [a for a in self.active if a[0] + max(r.cycles for r in a[1]) > now]
         at, rotation = earliest_start(self.active, tasks, now)
         self.active.append((at, tasks, rotation))
         self.placed[i].succeed(at)
-        if at > now:
-            yield env.timeout(at - now)
+        if at > env.now:
+            yield env.timeout(at - env.now)
 
     def _just_in_time(self, i, kind, prev, st):
         """A load waits while the children are busy long enough: it starts so as to end when
@@ -213,13 +257,25 @@ class NodePipeline:
         start = env.now
         # the buffer holds data from the load's first byte: a piece admitted but still waiting
         # for the links has no bytes in the children's memories yet
-        held_since = yield from self._transfer(self.link_in, st.load_port, st.load_link, st.latency)
-        self._note(i, "LD", start)
+        began = env.event()
+        load = env.process(self._load(i, st, began))
+        held_since, flowing = yield began
+        self.ld_starts[i] = int(held_since - self.t0)
         with self.kids.request() as req:       # pieces start their children in order
             yield req
-            yield from self._place(i, kind, st)
+            # the children start once what their first pieces read has arrived
+            yield from self._place(i, kind, st, int(flowing) + self._lead(kind, st))
         start = env.now
+        store = None
+        if self.stream and work.store_bytes and not st.child_reduce:
+            # the write-back streams out as the children finish their slices
+            drain = max(r.drain(max(st.store_port, st.store_link)) for r in self._tasks(kind, st))
+            store = env.process(self._store(i, st, start + drain))
         yield from self.execute(i, kind)
+        if not load.processed:
+            raise InternalError("a task never ends before its inputs have arrived",
+                                f"level {self.level.name}, piece {i}",
+                                f"its children ended at cycle {env.now:,}, its load later")
         t.execute += int(env.now - start)
         self._note(i, "EX", start)
         if st.child_reduce and not self.lfu_free:
@@ -230,9 +286,7 @@ class NodePipeline:
                 yield req
                 yield from self._accumulate(i, st.child_reduce)
         if work.store_bytes:
-            start = env.now
-            yield from self._transfer(self.link_out, st.store_port, st.store_link, st.latency)
-            self._note(i, "WB", start)
+            yield store or env.process(self._store(i, st, env.now))
         # the piece's results have left the children's memories: its buffer is free (RD works
         # on them in this node's memory)
         self.buffers.release(buffer)
@@ -247,6 +301,7 @@ class NodePipeline:
                 t.lfu_busy += st.reduce
                 self._note(i, "RD", start)
                 self._held("LFU", start)
+        self.done[i] = int(env.now - self.t0)
 
 
 def lfu_free(children) -> bool:
@@ -271,7 +326,7 @@ def piece_timing(schedule: Schedule, child_timing):
     return timing
 
 
-def node_cycles(schedule: Schedule, level, child, child_timing, free: bool):
+def node_cycles(schedule: Schedule, level, child, child_timing, free: bool, stream: bool = False):
     """Cycles and reservation table of a split node's whole task, its children timed by
     `child_timing(task)` -> (cycles, reservation): the simulator's node model, run once."""
     env = simpy.Environment()
@@ -279,7 +334,25 @@ def node_cycles(schedule: Schedule, level, child, child_timing, free: bool):
 
     def execute(i, kind):
         yield env.timeout(timing(kind)[0])
-    pipe = NodePipeline(env, schedule, level, child, timing, execute, lfu_free=free)
+    pipe = NodePipeline(env, schedule, level, child, timing, execute, lfu_free=free, stream=stream)
     env.process(pipe.run())
     env.run()
     return pipe.totals.cycles, pipe.reservation
+
+
+def streams(schedule: Schedule, child_timing) -> bool:
+    """Whether streaming can start any of a node's child tasks early: some child task reads its
+    inputs slice by slice (a leaf reads them all at its start)."""
+    timing = piece_timing(schedule, child_timing)
+    return any(len(r.intake) > 1 for kind in schedule.counts() for r in timing(kind)[1])
+
+
+def best_variant(level: int, runs: dict) -> bool:
+    """Of a node's task run with and without streaming (`runs[stream]` = (cycles,
+    reservation)), whether to stream. The root runs each program instruction once: the fewer
+    cycles. Below it a task follows others on its node: the shorter interval at which the same
+    task can follow itself (its steady rate), then the fewer cycles."""
+    def key(stream):
+        cycles, res = runs[stream]
+        return (cycles,) if level == 0 else (res.next_allowed(res, 0), cycles)
+    return min(runs, key=key)

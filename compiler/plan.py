@@ -65,6 +65,9 @@ class NodePlan:
     est_cycles: float = 0.0                         # the compile-time cost estimate of the choice
     est_joules: float = 0.0                         # dynamic energy of one run of its subtree
     why: str = ""
+    # the children start while a piece's load streams in, each slice of theirs once its bytes
+    # have arrived (compiler.pipeline); otherwise when the whole load has
+    stream: bool = False
     # what the task holds and when, by the compiler's node model: how its parent may overlap
     # consecutive tasks on it (compiler.reservation); None: the whole node for est_cycles
     reservation: object = field(default=None, compare=False, repr=False)

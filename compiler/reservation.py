@@ -11,6 +11,11 @@ resource, B's intervals shifted by `s` meet none of A's: a shift is *forbidden* 
 both run exactly as they would alone, so each keeps the cycles, bytes and busy times its own
 simulation gives, and no port, link, LFU or buffer ever serves more than its capacity.
 
+A split task also records its **intake**: per slice of its outermost serially cut axis, when its
+first piece begins to load and how many bytes of each input operand the slices so far read. Its
+parent may start it while its own load is still arriving, as long as every slice finds its bytes
+there (`Reservation.lead`): the parent's DMA sends them in the order the task reads them.
+
 A leaf, a node running a data-movement instruction on its DMA, and a node priced by the closed
 form are *opaque*: one task holds all of the node from its start to its end, so the next starts
 when it ends. A split node's table holds its children as one resource, from each piece's start to
@@ -55,6 +60,13 @@ class Reservation:
     cycles: int
     rows: dict = field(default_factory=dict)            # resource -> array (n, 2)
     slots: tuple = ()                                   # buffer slot -> array (n, 2)
+    # what the task must have received of its inputs, and by when: ((cycles from its start,
+    # per input operand the bytes read by then), ...), the last entry the whole inputs; empty:
+    # all of them at its start (a leaf, an opaque task)
+    intake: tuple = ()
+    # what of its outputs is final in its memory, and from when: ((cycles from its start, per
+    # output operand the bytes final by then), ...); empty: all of them at its end
+    outflow: tuple = ()
     uid: int = field(default_factory=lambda: next(_uids))
     _memo: dict = field(default_factory=dict, repr=False)
 
@@ -63,9 +75,39 @@ class Reservation:
         return cls(cycles=math.ceil(cycles))
 
     @classmethod
-    def of(cls, cycles: int, rows: dict, slots=()) -> "Reservation":
+    def of(cls, cycles: int, rows: dict, slots=(), intake=(), outflow=()) -> "Reservation":
         return cls(cycles=int(cycles), rows={r: _merged(v) for r, v in rows.items() if v},
-                   slots=tuple(_merged(v) for v in slots))
+                   slots=tuple(_merged(v) for v in slots), intake=tuple(intake),
+                   outflow=tuple(outflow))
+
+    def drain(self, transfer: int) -> int:
+        """How long after this task starts a write-back of its outputs over `transfer` cycles
+        may begin, sending them in the order they become final: the bytes after a slice's first
+        leave once that slice is final, so the transfer ends no earlier than each slice's
+        finishing time plus the time to send it and everything after it. Without an outflow, at
+        the task's end."""
+        if not self.outflow:
+            return self.cycles
+        total = sum(self.outflow[-1][1])
+        if not total:
+            return self.cycles
+        before, end = 0, 0
+        for ready, final in self.outflow:
+            end = max(end, ready + math.ceil((total - before) * transfer / total))
+            before = sum(final)
+        return max(0, end - transfer)
+
+    def lead(self, sent: tuple, transfer: int, latency: int) -> int:
+        """How long after a load of its inputs begins this task may start, when the load sends
+        the operands flagged in `sent` over `transfer` cycles, then `latency`, in the order the
+        task reads them (the bytes of its first slice first): the fraction F of the sent bytes
+        a slice needs has arrived F x `transfer` + `latency` cycles after the load began.
+        Without an intake, the whole load."""
+        if not self.intake:
+            return transfer + latency
+        total = sum(b for b, s in zip(self.intake[-1][1], sent) if s)
+        return max(0, max((math.ceil(sum(b for b, s in zip(need, sent) if s) * transfer / total)
+                           if total else 0) + latency - offset for offset, need in self.intake))
 
     @property
     def opaque(self) -> bool:

@@ -364,6 +364,60 @@ class Schedule:
             self._work[kind] = w
         return w
 
+    def loads(self, kind: tuple) -> tuple:
+        """Per input operand, whether a piece of this kind sends it (the children keep it
+        otherwise)."""
+        return self._loads(tuple(self.axes[a].kinds[k] for a, k in enumerate(kind)))
+
+    def slices(self) -> tuple:
+        """The task's input as its pieces read it: per slice of the outermost serially cut axis
+        in the loop order, (the index in `sequence()` of the slice's first piece, per input
+        operand the bytes that this slice and those before it read). A slice's pieces read
+        nothing of an operand beyond that: along the cut axis its region ends where the slice
+        ends (a window's halo included), and along every other axis it is whole. One slice,
+        reading everything, when no axis is cut."""
+        types = self.task.types[self.n_out:]
+        whole = tuple(t.size * self.amap.dtype_bytes[self.n_out + i] for i, t in enumerate(types))
+        cut = [a for a in self.order if self.serial[a] > 1]
+        if not cut:
+            return ((0, whole),)
+        o = cut[0]
+        inner = math.prod(self.serial[a] for a in self.order[self.order.index(o) + 1:])
+        ax, size = self.axes[o], self.amap.axes[o].size
+        dims = [[d for d in ds if d.axis == o] for ds in self.amap.operands[self.n_out:]]
+        out = []
+        for s in range(self.serial[o]):
+            start, extent = ax._range(s)
+            out.append((s * inner, tuple(
+                b * _Axis._length(ds, 0, start + extent) // _Axis._length(ds, 0, size)
+                for b, ds in zip(whole, dims))))
+        return tuple(out)
+
+    def results(self) -> tuple:
+        """The task's outputs as its pieces finish them: per slice of the outermost serially cut
+        axis, (the index in `sequence()` of the slice's last piece, per output operand the bytes
+        final once it and the pieces before it are done). An output that does not vary along
+        that axis (the axis is a reduction's), or any output of a task that merges sorted runs
+        at its end, is final only after the last piece."""
+        whole = tuple(t.size * self.amap.dtype_bytes[i]
+                      for i, t in enumerate(self.task.types[:self.n_out]))
+        cut = [a for a in self.order if self.serial[a] > 1]
+        if not cut or self.final_reduce_ops:
+            return ((self.count - 1, whole),)
+        o = cut[0]
+        inner = math.prod(self.serial[a] for a in self.order[self.order.index(o) + 1:])
+        ax, size = self.axes[o], self.amap.axes[o].size
+        dims = [[d for d in ds if d.axis == o] for ds in self.amap.operands[:self.n_out]]
+        out = []
+        for s in range(self.serial[o]):
+            start, extent = ax._range(s)
+            last = s == self.serial[o] - 1
+            out.append(((s + 1) * inner - 1, tuple(
+                b if last else (b * _Axis._length(ds, 0, start + extent) // _Axis._length(ds, 0, size)
+                                if ds else 0)
+                for b, ds in zip(whole, dims))))
+        return tuple(out)
+
     def children(self, kind: tuple) -> tuple:
         """((child task, how many children run it), ...) of a piece of this kind."""
         out: dict = {}

@@ -234,7 +234,7 @@ class NodeRun:
             pipe = NodePipeline(env, schedule, lv, self.child, timing, self._execute,
                                 lambda i, stage, a, b, v=None:
                                 engine.record(path, node, i, stage, a, b, v),
-                                lfu_free=lfu_free(kids))
+                                lfu_free=lfu_free(kids), stream=node.stream)
             pipe.totals = self.totals
             yield from pipe.run()
             self.reservation = pipe.reservation

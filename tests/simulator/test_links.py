@@ -51,8 +51,10 @@ def test_a_half_duplex_link_carries_loads_and_write_backs_in_turn():
 def test_an_oversubscribed_link_fires_the_capacity_invariant(monkeypatch):
     """A fault injected into the engine: transfers that hold neither the link nor the port,
     and take only the port's time, let a 1 byte/cycle link carry more than it can."""
-    def transfer(self, link, port_cycles, link_cycles, latency):
+    def transfer(self, link, port_cycles, link_cycles, latency, began=None):
         start = self.env.now
+        if began is not None:
+            began.succeed((start, start))
         yield self.env.timeout(port_cycles + latency)
         return start
     monkeypatch.setattr(NodePipeline, "_transfer", transfer)
@@ -81,8 +83,10 @@ def test_levels_report_busy_fractions_and_energy_by_class():
 def test_the_invariant_fires_below_the_root_too(monkeypatch):
     """The same fault on a three-level machine: the broken capacity is found in a node whose
     duration the symmetric mode simulates inside its parent's, and reported as such."""
-    def transfer(self, link, port_cycles, link_cycles, latency):
+    def transfer(self, link, port_cycles, link_cycles, latency, began=None):
         start = self.env.now
+        if began is not None:
+            began.succeed((start, start))
         yield self.env.timeout(port_cycles + latency)
         return start
     monkeypatch.setattr(NodePipeline, "_transfer", transfer)
