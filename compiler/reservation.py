@@ -133,6 +133,13 @@ class Reservation:
                 return max(shift, self.cycles - first)
             last = _last_use(self)
             return max(shift, last)
+        asked = (other.uid, rotation, shift)
+        found = self._memo.get(asked)
+        if found is None:
+            found = self._memo[asked] = self._next_allowed(other, shift, rotation)
+        return found
+
+    def _next_allowed(self, other: "Reservation", shift: int, rotation: int) -> int:
         key = (other.uid, rotation)
         pairs = self._memo.get(key)
         if pairs is None:
