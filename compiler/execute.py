@@ -209,10 +209,13 @@ def merge_runs(x: np.ndarray, bounds: list[int], keys: np.ndarray | None = None)
 
 
 def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS,
-                 batch: dict | None = None, cache: dict | None = None) -> dict[str, np.ndarray]:
+                 batch: dict | None = None, cache: dict | None = None,
+                 extension=None) -> dict[str, np.ndarray]:
     """Run a whole program's plan; return its output tensors. `cache`, a dict passed again to
     later runs of the same plan with the same `batch`, keeps every node's child calls and tile
-    tables between runs."""
+    tables between runs. `extension(plan, root, inputs, cache)`, if given, runs an extension
+    instruction's root in its own way and returns its outputs, or None to leave it to
+    `run_node`."""
     program = plan.program
     env = {t.name: np.zeros(t.type.shape, NP_DTYPES[t.type.dtype]) for t in program.tensors}
     env.update({k: np.asarray(v) for k, v in feeds.items()})
@@ -221,7 +224,10 @@ def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS,
         n_out = root.task.spec.outputs
         inputs = [env[n] for n in ins.operands[n_out:]]
         try:
-            values = run_node(plan, root, inputs, leaf_fn, cache, batch)
+            values = (extension(plan, root, inputs, cache)
+                      if extension is not None and root.task.ext else None)
+            if values is None:
+                values = run_node(plan, root, inputs, leaf_fn, cache, batch)
         except UserError as e:              # bad data (a gather index): say which instruction
             if e.where is None:
                 e.where, e.source_line = ins.loc, program.source_line(ins.loc)

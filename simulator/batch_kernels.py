@@ -95,10 +95,10 @@ PARALLEL_MACS = 1 << 24
 _POOL: list = []
 
 
-def _parallel(kernel, args: tuple, work: int) -> None:
-    """kernel(*args, part, parts) for every part: one part below PARALLEL_MACS, else one per
+def _parallel(kernel, args: tuple, work: int, least: int = PARALLEL_MACS) -> None:
+    """kernel(*args, part, parts) for every part: one part below `least` work, else one per
     thread (NUMBA_NUM_THREADS), the first on this thread."""
-    parts = numba.config.NUMBA_NUM_THREADS if work >= PARALLEL_MACS else 1
+    parts = numba.config.NUMBA_NUM_THREADS if work >= least else 1
     if parts == 1:
         kernel(*args, 0, 1)
         return

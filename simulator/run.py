@@ -14,6 +14,7 @@ from machine.area import machine_area
 from simulator.energy import plan_energy
 from simulator.engine import Engine
 from simulator.batch_kernels import LEAF_BATCH_KERNELS
+from simulator.extension_batch import run_extension_node
 from simulator.kernels import LEAF_KERNELS
 from simulator.report import InstructionReport, Report, check_report
 
@@ -116,10 +117,14 @@ def busy_fractions(plan: Plan, engine: Engine, cycles: int) -> list[dict]:
 
 def compute_outputs(plan: Plan, feeds: dict, cache: dict | None = None) -> dict:
     """The leaves compute the outputs, each leaf kernel on one thread: a leaf is one accelerator,
-    and BLAS thread pools started inside thousands of small leaf products only contend. `cache`:
-    see `execute_plan` (a dict kept for later runs of the same plan)."""
+    and BLAS thread pools started inside thousands of small leaf products only contend. The
+    leaves below a node run in batches: one call per node for matmul, conv2d, pooling and
+    elementwise opcodes (`simulator.batch_kernels`), one call per body instruction for an
+    extension's (`simulator.extension_batch`). `cache`: see `execute_plan` (a dict kept for
+    later runs of the same plan)."""
     with threadpool_limits(1, user_api="blas"):
-        return execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS, cache)
+        return execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS, cache,
+                            run_extension_node)
 
 
 def _check_pieces(engine: Engine) -> None:

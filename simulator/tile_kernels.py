@@ -22,7 +22,7 @@ from scipy.linalg.cython_blas import __pyx_capi__
 from simulator.narrow import combine, dest, narrow
 
 __all__ = ["groups", "shared", "matmul_tiles_k", "conv_products_k", "conv_combine_k",
-           "pool_tiles_k", "elementwise_tiles_k"]
+           "pool_tiles_k", "elementwise_tiles_k", "unary_k"]
 
 jit = njit(cache=True, error_model="numpy", nogil=True)
 
@@ -416,3 +416,14 @@ def elementwise_tiles_k(op, x, y, out, tiles, p, emin, top, part, parts):
                     _row(op, xf, xa + i0 * x0 + i1 * x1 + i2 * x2 + lo3 * x3, x3,
                          yf, ya + i0 * y0 + i1 * y1 + i2 * y2 + lo3 * y3, y3,
                          zf, i0 * z1 + i1 * z2 + i2 * out.shape[3] + lo3, n, p, emin, top)
+
+
+@jit
+def unary_k(op, x, out, part, parts):
+    # Y = op(X) for elementwise opcode number `op` (ELEMENTWISE order) of one source, flat and
+    # C-contiguous, in float64 stored to out's type (one rounding); part `part` of `parts`
+    # consecutive ranges
+    n = x.size
+    lo, hi = n * part // parts, n * (part + 1) // parts
+    for i in range(lo, hi):
+        out[i] = _apply(op, np.float64(x[i]), 0.0)

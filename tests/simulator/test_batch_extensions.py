@@ -1,0 +1,134 @@
+"""Extension instructions with their leaves run stacked (simulator.extension_batch): every output
+equals the per-leaf path's bit for bit (the same leaf kernels on the same regions, combined in
+the same order) and numpy's, on machines that cut the operands evenly and unevenly, across
+serial pieces, and through attention's online-softmax merge."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fractal
+from compiler import compile_program, execute_plan
+from compiler.plan import PlanKind
+from fractal.workloads import generate
+from isa import parse_program
+from isa.opcodes import OPCODES
+from isa.program import TensorType
+from isa.reference import generate_feeds, run_reference
+from simulator.batch_kernels import LEAF_BATCH_KERNELS
+from simulator.extension_batch import Operand, run_extension_node, run_stacked
+from simulator.kernels import LEAF_KERNELS
+from simulator.run import compute_outputs
+from tests.extensions.test_execution import HERE, OTHERS, TOPK
+from tests.extensions.test_transformer_libs import (ATTENTION, LAYERS, attention_oracle, check,
+                                                    layers_oracle)
+
+MACHINES = {"tiny": lambda: fractal.build_machine("tiny"),
+            "tiny-3x5": lambda: fractal.build_machine("tiny", 2, (3, 5)),
+            "f1-2x(3,2)": lambda: fractal.build_machine("f1", 2, (3, 2)),
+            "f1-3x4": lambda: fractal.build_machine("f1", 3, 4)}
+
+
+def _softmax_oracle(f):
+    a = f["a"].astype(np.float64)
+    e = np.exp(a - a.max(1, keepdims=True))
+    return {"b": e / e.sum(1, keepdims=True)}
+
+
+CASES = {"layers": (LAYERS, layers_oracle), "attention": (ATTENTION, attention_oracle),
+         "softmax": (OTHERS, _softmax_oracle)}
+
+
+def _both(program, machine, feeds):
+    """(outputs with extensions stacked, outputs leaf by leaf, the opcodes that ran stacked)."""
+    plan = compile_program(program, machine)
+    stacked = []
+
+    def counting(plan, root, inputs, cache):
+        out = run_extension_node(plan, root, inputs, cache)
+        if out is not None:
+            stacked.append(root.task.opcode)
+        return out
+    got = execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS, {}, counting)
+    per_leaf = execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS)
+    return got, per_leaf, stacked, plan
+
+
+def _same(got, want):
+    assert got.keys() == want.keys()
+    for name in want:
+        assert got[name].dtype == want[name].dtype, name
+        np.testing.assert_array_equal(got[name], want[name], err_msg=name)
+
+
+@pytest.mark.parametrize("machine", list(MACHINES))
+@pytest.mark.parametrize("case", list(CASES))
+def test_stacked_extensions_equal_per_leaf_and_numpy(case, machine):
+    text, oracle = CASES[case]
+    program = parse_program(text, HERE)
+    feeds = generate_feeds(program, 5)
+    got, per_leaf, stacked, plan = _both(program, MACHINES[machine](), feeds)
+    _same(got, per_leaf)
+    want = oracle(feeds)
+    check({k: got[k] for k in want}, want)
+    split = {r.task.opcode for r in plan.roots if r.task.ext and r.kind == PlanKind.SPLIT}
+    assert split - {"nb_classify"} <= set(stacked)     # each split extension ran stacked
+
+
+def test_the_merge_of_key_blocks_runs_stacked():
+    # on tiny's 4 KiB leaves attention's keys are cut: the stacked path combines key blocks
+    # with attention_merge, itself run on the stack
+    program = parse_program(ATTENTION, HERE)
+    feeds = generate_feeds(program, 2)
+    got, per_leaf, stacked, _ = _both(program, fractal.build_machine("tiny"), feeds)
+    assert {"attention", "causal_attention"} <= set(stacked)
+    _same(got, per_leaf)
+
+
+def test_a_node_that_merges_sorted_runs_is_left_to_the_per_leaf_path():
+    # topk's split combines with a merge of sorted runs: run_node computes it
+    program = parse_program(TOPK, HERE)
+    feeds = generate_feeds(program, 1)
+    got, per_leaf, stacked, _ = _both(program, fractal.build_machine("tiny"), feeds)
+    assert "topk" not in stacked
+    _same(got, per_leaf)
+    x = feeds["x"]
+    np.testing.assert_array_equal(got["i"], np.argsort(x, axis=1, kind="stable")[:, :16])
+
+
+@pytest.mark.parametrize("dtype", ["f32", "f16"])
+def test_a_small_bert_layer_equals_per_leaf_and_the_reference(dtype):
+    program = fractal.load_program(generate("bert_base", batch=1, layers=1, seq=16, hidden=32,
+                                            heads=2, ffn=64, dtype=dtype))
+    feeds = generate_feeds(program, 4)
+    machine = fractal.build_machine("tiny", 2, (3, 5))
+    got, per_leaf, stacked, plan = _both(program, machine, feeds)
+    assert {"layernorm", "attention", "gelu"} <= set(stacked)
+    _same(got, per_leaf)
+    _same(compute_outputs(plan, feeds), per_leaf)          # the simulator's functional path
+    ref = run_reference(program, feeds)
+    tol = 1e-4 if dtype == "f32" else 2e-2
+    for name, want in ref.items():
+        np.testing.assert_allclose(got[name].astype(np.float64), want.astype(np.float64),
+                                   rtol=tol, atol=tol, err_msg=name)
+
+
+def test_an_opcode_with_no_stacked_form_runs_call_by_call():
+    # causal_mask on a stack of three calls, each with its own positions: each call's leaf value
+    qp = np.array([[3, 4], [0, 1], [7, 8]], np.int32)
+    kp = np.arange(6, dtype=np.int32)
+    out = run_stacked(OPCODES["causal_mask"], [Operand(qp, True), Operand(kp, False)],
+                      {"window": 0}, [TensorType("f32", (2, 6))], 3)[0]
+    assert out.stacked and out.value.shape == (3, 2, 6)
+    for i in range(3):
+        want = LEAF_KERNELS["causal_mask"]([qp[i], kp], {"window": 0}, TensorType("f32", (2, 6)))
+        np.testing.assert_array_equal(out.value[i], want)
+
+
+def test_an_instruction_on_shared_operands_runs_once():
+    # every call reads the same value: one leaf kernel call, kept unstacked
+    x = np.array([4.0, 9.0], np.float32)
+    out = run_stacked(OPCODES["rsqrt"], [Operand(x, False)], {}, [TensorType("f32", (2,))], 5)[0]
+    assert not out.stacked
+    np.testing.assert_array_equal(out.value, np.float32([0.5, 1 / 3]))
+
