@@ -306,6 +306,11 @@ def _elementwise(op: str, aligned: list[np.ndarray], t: TensorType) -> np.ndarra
             with np.errstate(all="ignore"):
                 _UFUNCS[op](*aligned, out=out)
             return out
+        if op in ("min", "max"):                    # X on ties, NaN if either is: the kernels' rule
+            x, y = aligned
+            with np.errstate(invalid="ignore"):
+                keep = (x <= y if op == "min" else x >= y) | (x != x)
+            return np.ascontiguousarray(np.broadcast_to(np.where(keep, x, y), shape))
         if len(aligned) == 1 and aligned[0].shape == shape:
             x = np.ascontiguousarray(aligned[0]).reshape(-1)
             out = np.empty(shape, _F32)

@@ -132,3 +132,19 @@ def test_an_instruction_on_shared_operands_runs_once():
     assert not out.stacked
     np.testing.assert_array_equal(out.value, np.float32([0.5, 1 / 3]))
 
+
+
+@pytest.mark.parametrize("op", ["min", "max", "add", "div", "exp", "erf"])
+def test_stacked_f32_elementwise_equals_each_calls_leaf_kernel(op):
+    # NaN, signed zeros, ties, infinities, a broadcast shared operand: each call's leaf value
+    special = np.float32([np.nan, 0.0, -0.0, 1.5, -np.inf, np.inf, 2.0, -3.0])
+    rng = np.random.default_rng(1)
+    x = np.stack([special, rng.standard_normal(8).astype(np.float32), special[::-1]])
+    y = np.float32([-0.0, 0.0, np.nan, 1.5, 2.0, -np.inf, 2.0, 7.0])
+    t = TensorType("f32", (8,))
+    ins = [Operand(x, True)] + ([Operand(y, False)] if OPCODES[op].inputs == 2 else [])
+    out = run_stacked(OPCODES[op], ins, {}, [t], 3)[0]
+    for i in range(3):
+        want = LEAF_KERNELS[op]([x[i]] + ([y] if len(ins) == 2 else []), {}, t)
+        np.testing.assert_array_equal(out.value[i], want)
+        assert np.array_equal(np.signbit(out.value[i]), np.signbit(want))
