@@ -207,13 +207,14 @@ def _union(tiles: np.ndarray, ins: list, out: np.ndarray, parts: int) -> np.ndar
         raise InternalError("the leaves of a pointwise batch cover its output exactly",
                             f"output {out.shape}", f"{len(tiles)} leaf regions")
     d = next((i for i, n in enumerate(out.shape) if n > 1), 0)
+    length = out.shape[d] if rank else 1            # a scalar output is one part
     rows = []
-    for part in np.array_split(np.arange(out.shape[d]), min(parts, out.shape[d])) if out.size else []:
+    for part in np.array_split(np.arange(length), min(parts, length)) if out.size else []:
         row = []
         for x in (*ins, out):
             off = rank - x.ndim                     # a source aligned right against the output
             for i, n in enumerate(x.shape):
-                cut = i + off == d and n == out.shape[d] > 1
+                cut = i + off == d and n == length > 1
                 row += [int(part[0]), int(part[-1]) + 1] if cut else [0, n]
         rows.append(row + [1])
     return np.array(rows, np.int64).reshape(-1, tiles.shape[1])
