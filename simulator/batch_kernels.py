@@ -40,7 +40,7 @@ from isa.reference import NP_DTYPES, dtype_name
 from simulator.kernels import LEAF_KERNELS
 from simulator.narrow import BF16_DEST, F16_DEST, F32_DEST, NO_TABLE, UPCAST, downcast_k, f16_table, upcast_k
 from simulator.tile_kernels import (conv_combine_k, conv_products_k, elementwise_tiles_k, groups,
-                                    matmul_tiles_k, pool_tiles_k, shared)
+                                    matmul_tiles_k, pool_tiles_k, shared, unary_k)
 
 __all__ = ["LEAF_BATCH_KERNELS", "warm_up_batches"]
 
@@ -300,4 +300,5 @@ def warm_up_batches() -> None:
         LEAF_BATCH_KERNELS[op]([x], {"kernel": 2, "stride": 1, "pad": 0}, pool,
                                np.zeros((1, 2, 2, 2), np.float32))
     v = np.ones((2, 2), np.float32)
+    unary_k(ELEMENTWISE.index("exp"), v.reshape(-1), np.empty(4, np.float32), 0, 1)
     LEAF_BATCH_KERNELS["add"]([v, v], {}, np.array([[0, 2, 0, 2] * 3 + [1]]), np.zeros((2, 2), np.float32))
