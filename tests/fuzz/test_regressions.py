@@ -178,3 +178,16 @@ def test_reference_json_of_infinite_outputs_prints_no_warning(tmp_path):
     # strict JSON: the non-finite mean is null, and flagged
     assert status == 0 and "Warning" not in err and '"mean": null' in out
     assert "outputs.y.mean" in __import__("json").loads(out)["non_finite"]
+
+
+def test_scalar_tensors_run_through_the_batched_leaves():
+    # was: "IndexError: tuple index out of range" in simulator/batch_kernels._union (a rank-0
+    # output of a batched element-wise leaf); campaign seed 5, cases 807 and 1957
+    import numpy as np
+    import fractal
+    program = fractal.load_program("tensor x : f32[] input\ntensor y : f16[] output\n"
+                                   "tensor t : f32[]\nmul t, x, x\nmul t, t, x\ncast y, t\n")
+    x = np.array(1.5, np.float32)
+    for machine in ("tiny", "f1"):
+        out = fractal.run(program, machine, inputs={"x": x}).outputs["y"]
+        assert out.shape == () and out == np.float16(x * x * x)
