@@ -76,7 +76,8 @@ class Reservation:
 
     @classmethod
     def of(cls, cycles: int, rows: dict, slots=(), intake=(), outflow=()) -> "Reservation":
-        return cls(cycles=int(cycles), rows={r: _merged(v) for r, v in rows.items() if v},
+        merged = {r: _merged(v) for r, v in rows.items()}     # zero-length holds drop out
+        return cls(cycles=int(cycles), rows={r: v for r, v in merged.items() if len(v)},
                    slots=tuple(_merged(v) for v in slots), intake=tuple(intake),
                    outflow=tuple(outflow))
 

@@ -168,6 +168,14 @@ def _values(raw, at: str, errors: list) -> tuple:
         if len(raw) > MAX_VALUES:
             errors.append(UserError(f"{len(raw):,} values, over the limit of {MAX_VALUES:,}", at))
             return ()
+        bad = [i for i, v in enumerate(raw)
+               if isinstance(v, dict) or (isinstance(v, list)
+                                          and any(isinstance(x, (dict, list)) for x in v))]
+        for i in bad:
+            errors.append(UserError(f"a value is a number, a string or a list of numbers, got "
+                                    f"{raw[i]!r}", f"{at}[{i}]"))
+        if bad:
+            return ()
         return tuple(dict.fromkeys(tuple(v) if isinstance(v, list) else v for v in raw))
     if not isinstance(raw, dict):
         errors.append(UserError(f"expected a list of values or a range table {{ from, to, step "

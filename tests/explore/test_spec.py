@@ -65,6 +65,8 @@ def test_a_good_spec_loads_with_its_space(tmp_path):
      "unknown key 'frequency' (vary: frequency_hz, process_nm, depth, fanout, level, compute)"),
     (("frequency_hz = [0.5e9, 1e9]", "frequency_hz = []"), "spec.toml: vary.frequency_hz",
      "no values: give a list of one or more"),
+    (("frequency_hz = [0.5e9, 1e9]", "frequency_hz = [{}, 1e9]"), "spec.toml: vary.frequency_hz[0]",
+     "a value is a number, a string or a list of numbers, got {}"),
     (("[vary.level.root]", "[vary.level.cluster]"), "spec.toml: vary.level.cluster",
      "no level 'cluster': name one by root, leaf, all, its index (0 is the root) or its name "
      "(root, leaf)"),

@@ -191,3 +191,18 @@ def test_scalar_tensors_run_through_the_batched_leaves():
     for machine in ("tiny", "f1"):
         out = fractal.run(program, machine, inputs={"x": x}).outputs["y"]
         assert out.shape == () and out == np.float16(x * x * x)
+
+
+def test_a_level_without_decode_cycles_plans_and_runs():
+    # was: "IndexError: index -1 is out of bounds for axis 0 with size 0" in
+    # compiler/reservation.py (a controller row held for 0 cycles kept as an empty row);
+    # campaign seed 2, case 746
+    from dataclasses import replace
+    import fractal
+    from machine import preset
+    m = preset("tiny").rescaled(2, (2, 3))
+    levels = list(m.levels)
+    levels[1] = replace(levels[1], decode_cycles=0)
+    program = fractal.load_program(Path("programs/elementwise.fasm").read_text())
+    report = fractal.run(program, replace(m, levels=tuple(levels)), functional=False)
+    assert report.cycles > 0
