@@ -4,6 +4,7 @@ host, and VGG-16 at batch 1 on `f1` against the numpy reference interpreter, all
 
     python benchmarks/functional_speed.py                 # about two minutes
     python benchmarks/functional_speed.py --repeat 5 --out functional_speed.md
+    python benchmarks/functional_speed.py --by-instruction   # where a BERT-layer run goes
 
 The programs are `fractal gen resnet18`, `fractal gen vgg16` (batch 1, 224x224) and `fractal gen
 bert_base --layers 1` (128 tokens), in f32 and in f16 (the generators' default). onnxruntime
@@ -186,14 +187,78 @@ def onnxruntime_time(program: Program, feeds: dict, repeat: int) -> tuple[float,
     return t, dict(zip(names, values))
 
 
+def by_instruction(repeat: int) -> list[str]:
+    """Where one BERT-layer run (f32, `f1`) goes: seconds per root opcode (an extension by its
+    name), its extensions leaf by leaf (`run_node`) and stacked (`run_extension_node`), each the
+    best of `repeat` runs after one that built the tables."""
+    from threadpoolctl import threadpool_limits
+    import compiler.execute as execute
+    from simulator.batch_kernels import LEAF_BATCH_KERNELS
+    from simulator.extension_batch import run_extension_node
+    from simulator.kernels import LEAF_KERNELS
+    program = fractal.load_program(generate("bert_base", batch=1, dtype="f32",
+                                            **PROGRAMS["bert_base"][0]))
+    feeds = trained_scale_feeds(program)
+    plan = fractal.compile(program, "f1")
+    inner_node = execute.run_node
+
+    def per_root(extension) -> dict:
+        """Best seconds per root opcode over `repeat` runs (the roots' own calls only)."""
+        best_of: dict = {}
+        tables: dict = {}
+        for run in range(repeat + 1):
+            times: dict = {}
+            depth = [0]
+
+            def timed(fn):
+                def call(plan_, root, *rest, **kw):
+                    depth[0] += 1
+                    start = time.perf_counter()
+                    try:
+                        return fn(plan_, root, *rest, **kw)
+                    finally:
+                        depth[0] -= 1
+                        if depth[0] == 0:
+                            key = root.task.opcode
+                            times[key] = times.get(key, 0.0) + time.perf_counter() - start
+                return call
+            execute.run_node = timed(inner_node)
+            try:
+                with threadpool_limits(1, user_api="blas"):
+                    execute.execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS, tables,
+                                         timed(extension) if extension else None)
+            finally:
+                execute.run_node = inner_node
+            if run:                                 # the first run built the tables
+                for k, v in times.items():
+                    best_of[k] = min(best_of.get(k, v), v)
+        return best_of
+
+    leaf, stacked = per_root(None), per_root(run_extension_node)
+    lines = ["| root instructions | leaf by leaf (ms) | stacked (ms) |", "|---|---:|---:|"]
+    for k in sorted(leaf, key=lambda k: -leaf[k]):
+        lines.append(f"| {k} | {leaf[k] * 1e3:.1f} | {stacked[k] * 1e3:.1f} |")
+    lines.append(f"| the layer | {sum(leaf.values()) * 1e3:.1f} | "
+                 f"{sum(stacked.values()) * 1e3:.1f} |")
+    return lines
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--repeat", type=int, default=3)
     p.add_argument("--out", metavar="FILE")
+    p.add_argument("--by-instruction", action="store_true",
+                   help="only where one BERT-layer run goes, per root opcode")
     args = p.parse_args(argv)
     start = time.perf_counter()
     warm_up()
     warm_up_batches()
+    if args.by_instruction:
+        emit(header("Where a functional BERT-base layer run goes (f32, f1)",
+                    f"best of {args.repeat} runs per root opcode, after one that built the "
+                    f"tables; load average {os.getloadavg()[0]:.2f}")
+             + by_instruction(args.repeat), args.out)
+        return 0
     lines = header("Functional mode on whole networks: ResNet-18 and a BERT-base layer against "
                    "onnxruntime, VGG-16 against the numpy reference",
                    f"batch 1 (224x224 images; 128 tokens), on f1; best of {args.repeat} "

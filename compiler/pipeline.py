@@ -107,10 +107,8 @@ class NodePipeline:
 
     def _outflow(self) -> list:
         """When the task's results are final, slice by slice (`Schedule.results`)."""
-        out, ready = [], 0
-        for last, final in self.schedule.results():
-            ready = max([ready] + [self.done[i] for i in range(last + 1) if i in self.done])
-            out.append((ready, final))
+        out = [(max(self.done[i] for i in range(last + 1)), final)
+               for last, final in self.schedule.results()]
         out[-1] = (self.totals.cycles, out[-1][1])
         return out
 
@@ -126,7 +124,6 @@ class NodePipeline:
         self.placed = []                # per piece: when its child tasks start, once decided
         self.ld_starts = {}             # per piece: when its load began, from the task's start
         self.done = {}                  # per piece: when its results were final in this memory
-        self.free = {}                  # per piece: (from, earliest start, rotation), found early
         prev = None
         for i, kind in enumerate(schedule.sequence()):
             buffer = self.buffers.request()
@@ -223,11 +220,7 @@ class NodePipeline:
         tasks = self._tasks(kind, st)
         now = max(int(env.now), ready)
         self.active = [a for a in self.active if a[0] + max(r.cycles for r in a[1]) > now]
-        known = self.free.pop(i, None)      # the load's wait found the earliest from before
-        if known is not None and known[0] <= now <= known[1]:
-            at, rotation = known[1:]        # now (no earlier piece has placed since)
-        else:
-            at, rotation = earliest_start(self.active, tasks, now)
+        at, rotation = earliest_start(self.active, tasks, now)
         self.active.append((at, tasks, rotation))
         self.placed[i].succeed(at)
         if at > env.now:
@@ -242,8 +235,7 @@ class NodePipeline:
         if prev is None or self.timing(prev)[0] <= load:
             return
         before = yield self.placed[i - 1]
-        free, rotation = earliest_start(self.active, self._tasks(kind, st), before)
-        self.free[i] = (before, free, rotation)
+        free, _ = earliest_start(self.active, self._tasks(kind, st), before)
         wait = free - load - int(self.env.now)
         if wait > 0:
             yield self.env.timeout(wait)

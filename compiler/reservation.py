@@ -14,7 +14,9 @@ simulation gives, and no port, link, LFU or buffer ever serves more than its cap
 A split task also records its **intake**: per slice of its outermost serially cut axis, when its
 first piece begins to load and how many bytes of each input operand the slices so far read. Its
 parent may start it while its own load is still arriving, as long as every slice finds its bytes
-there (`Reservation.lead`): the parent's DMA sends them in the order the task reads them.
+there (`Reservation.lead`): the parent's DMA sends them in the order the task reads them. And
+its **outflow**: per slice, when its results are final, so that the parent's write-back may
+start before the task ends and send each slice once it is (`Reservation.drain`).
 
 A leaf, a node running a data-movement instruction on its DMA, and a node priced by the closed
 form are *opaque*: one task holds all of the node from its start to its end, so the next starts

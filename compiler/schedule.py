@@ -369,6 +369,29 @@ class Schedule:
         otherwise)."""
         return self._loads(tuple(self.axes[a].kinds[k] for a, k in enumerate(kind)))
 
+    def _outer(self):
+        """The outermost serially cut axis in the loop order, how many pieces each of its slices
+        holds, and its slices' ends: (axis, pieces per slice, ends), or None when no axis is cut."""
+        cut = [a for a in self.order if self.serial[a] > 1]
+        if not cut:
+            return None
+        o = cut[0]
+        inner = math.prod(self.serial[a] for a in self.order[self.order.index(o) + 1:])
+        ends = [sum(self.axes[o]._range(s)) for s in range(self.serial[o])]
+        return o, inner, ends
+
+    def _read(self, operands, o: int, end: int) -> tuple:
+        """Per operand (by index), its bytes over the axis range [0, end) of axis o, whole along
+        every other axis (a window's halo included); None for an operand not varying along o."""
+        size = self.amap.axes[o].size
+        out = []
+        for i in operands:
+            whole = self.task.types[i].size * self.amap.dtype_bytes[i]
+            dims = [d for d in self.amap.operands[i] if d.axis == o]
+            out.append(whole * _Axis._length(dims, 0, end) // _Axis._length(dims, 0, size)
+                       if dims else None)
+        return tuple(out)
+
     def slices(self) -> tuple:
         """The task's input as its pieces read it: per slice of the outermost serially cut axis
         in the loop order, (the index in `sequence()` of the slice's first piece, per input
@@ -376,22 +399,15 @@ class Schedule:
         nothing of an operand beyond that: along the cut axis its region ends where the slice
         ends (a window's halo included), and along every other axis it is whole. One slice,
         reading everything, when no axis is cut."""
-        types = self.task.types[self.n_out:]
-        whole = tuple(t.size * self.amap.dtype_bytes[self.n_out + i] for i, t in enumerate(types))
-        cut = [a for a in self.order if self.serial[a] > 1]
-        if not cut:
+        inputs = range(self.n_out, len(self.task.types))
+        whole = tuple(self.task.types[i].size * self.amap.dtype_bytes[i] for i in inputs)
+        outer = self._outer()
+        if outer is None:
             return ((0, whole),)
-        o = cut[0]
-        inner = math.prod(self.serial[a] for a in self.order[self.order.index(o) + 1:])
-        ax, size = self.axes[o], self.amap.axes[o].size
-        dims = [[d for d in ds if d.axis == o] for ds in self.amap.operands[self.n_out:]]
-        out = []
-        for s in range(self.serial[o]):
-            start, extent = ax._range(s)
-            out.append((s * inner, tuple(
-                b * _Axis._length(ds, 0, start + extent) // _Axis._length(ds, 0, size)
-                for b, ds in zip(whole, dims))))
-        return tuple(out)
+        o, inner, ends = outer
+        return tuple((s * inner, tuple(w if b is None else b
+                                       for w, b in zip(whole, self._read(inputs, o, end))))
+                     for s, end in enumerate(ends))
 
     def results(self) -> tuple:
         """The task's outputs as its pieces finish them: per slice of the outermost serially cut
@@ -399,23 +415,16 @@ class Schedule:
         final once it and the pieces before it are done). An output that does not vary along
         that axis (the axis is a reduction's), or any output of a task that merges sorted runs
         at its end, is final only after the last piece."""
-        whole = tuple(t.size * self.amap.dtype_bytes[i]
-                      for i, t in enumerate(self.task.types[:self.n_out]))
-        cut = [a for a in self.order if self.serial[a] > 1]
-        if not cut or self.final_reduce_ops:
+        outputs = range(self.n_out)
+        whole = tuple(self.task.types[i].size * self.amap.dtype_bytes[i] for i in outputs)
+        outer = self._outer()
+        if outer is None or self.final_reduce_ops:
             return ((self.count - 1, whole),)
-        o = cut[0]
-        inner = math.prod(self.serial[a] for a in self.order[self.order.index(o) + 1:])
-        ax, size = self.axes[o], self.amap.axes[o].size
-        dims = [[d for d in ds if d.axis == o] for ds in self.amap.operands[:self.n_out]]
-        out = []
-        for s in range(self.serial[o]):
-            start, extent = ax._range(s)
-            last = s == self.serial[o] - 1
-            out.append(((s + 1) * inner - 1, tuple(
-                b if last else (b * _Axis._length(ds, 0, start + extent) // _Axis._length(ds, 0, size)
-                                if ds else 0)
-                for b, ds in zip(whole, dims))))
+        o, inner, ends = outer
+        out = [((s + 1) * inner - 1, tuple(0 if b is None else b
+                                           for b in self._read(outputs, o, end)))
+               for s, end in enumerate(ends)]
+        out[-1] = (out[-1][0], whole)
         return tuple(out)
 
     def children(self, kind: tuple) -> tuple:
