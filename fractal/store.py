@@ -29,6 +29,7 @@ import math
 import numbers
 import os
 import sqlite3
+import time
 from pathlib import Path
 
 from fractal.version import tool_version as release_and_source
@@ -142,22 +143,21 @@ class Store:
                               "is computed again)")
 
     def _open(self, create: bool):
-        try:
-            tables = {r[0] for r in self._read(
-                "SELECT name FROM sqlite_master WHERE type = 'table'")}
-            if not tables and create:           # a new (or empty) file: make it a store
-                self.db.execute("PRAGMA journal_mode = WAL")
-                self.db.execute("BEGIN IMMEDIATE")
-                for statement in _SCHEMA.split(";"):
-                    if statement.strip():
-                        self.db.execute(statement)
-                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('schema', ?)",
-                                (FORMAT, str(SCHEMA)))
-                self.db.execute("COMMIT")
-                tables = {"meta", "evaluations"}
-            meta = dict(self._read("SELECT name, value FROM meta")) if "meta" in tables else {}
-        except sqlite3.Error as e:
-            raise self._error(e, "cannot read the results store") from None
+        # A new store's first writers race to switch its journal to WAL, which needs the file to
+        # itself: SQLite answers "locked" at once rather than waiting, so that step is retried.
+        deadline = time.monotonic() + BUSY_SECONDS
+        while True:
+            try:
+                tables, meta = self._read_meta(create)
+                break
+            except sqlite3.OperationalError as e:
+                if "locked" not in str(e) or time.monotonic() > deadline:
+                    raise self._error(e, "cannot read the results store") from None
+                if self.db.in_transaction:
+                    self.db.execute("ROLLBACK")
+                time.sleep(0.02)
+            except (sqlite3.Error, UnicodeDecodeError) as e:     # text that is not UTF-8: damage
+                raise self._error(e, "cannot read the results store") from None
         if meta.get("format") != FORMAT or "evaluations" not in tables:
             raise UserError(f"{self.path} is not a results store (an SQLite file without its "
                             f"'{FORMAT}' mark)", self.where,
@@ -166,12 +166,30 @@ class Store:
             raise UserError(f"the results store {self.path} has schema {meta.get('schema')!r}; "
                             f"this version reads schema {SCHEMA}", self.where,
                             hint="give another --store")
-        if create:
-            try:
-                self.db.execute("PRAGMA journal_mode = WAL")
-                self.db.execute("PRAGMA synchronous = FULL")
-            except sqlite3.Error as e:
-                raise self._error(e) from None
+
+    def _read_meta(self, create: bool) -> tuple[set, dict]:
+        """The store's tables and marks; a new (or empty) file is made a store first, in one
+        transaction that checks again, under its lock, that no other process made it."""
+        tables = {r[0] for r in self.db.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        if not tables and create:
+            self.db.execute("BEGIN IMMEDIATE")
+            if not self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
+                                   ).fetchall():
+                for statement in _SCHEMA.split(";"):
+                    if statement.strip():
+                        self.db.execute(statement)
+                self.db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('schema', ?)",
+                                (FORMAT, str(SCHEMA)))
+            self.db.execute("COMMIT")
+            tables = {r[0] for r in self.db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        meta = dict(self.db.execute("SELECT name, value FROM meta").fetchall()
+                    ) if "meta" in tables else {}
+        if create and meta.get("format") == FORMAT:
+            self.db.execute("PRAGMA journal_mode = WAL")
+            self.db.execute("PRAGMA synchronous = FULL")
+        return tables, meta
 
     def get_many(self, keys) -> dict[str, dict]:
         """The results stored under these keys (absent keys are left out)."""

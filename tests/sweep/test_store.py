@@ -12,6 +12,7 @@ import sqlite3
 import subprocess
 import sys
 import time
+import time
 from dataclasses import replace
 
 import pytest
@@ -157,6 +158,7 @@ def test_a_gpu_file_edit_gives_new_gpu_columns(tmp_path):
 
 WRITER = """
 import sys
+import time
 from fractal.store import Store, evaluation_key
 path, who, n, pad = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4])
 with Store(path) as s:
@@ -331,3 +333,30 @@ def test_csv_rows_carry_their_version_and_key_and_the_store_lists_their_inputs(t
     assert stored["key"] == row["evaluation"]
     assert any(v == "1000000000.0" or v == "1e9" or v.startswith("1000000000")
                for k, v in stored.items() if "frequency" in k), stored
+
+
+
+OPENER = """
+import sys, time
+from fractal.store import Store, evaluation_key
+path, who, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+while time.time() < start:                  # every opener is ready: open at one moment
+    pass
+with Store(path) as s:
+    s.put(evaluation_key("test", {"who": who}), "test", {"who": who}, {"ok": 1})
+"""
+
+
+def test_processes_making_one_new_store_at_once_all_open_it(tmp_path):
+    # the first openers of a new file race to switch its journal to WAL, which SQLite answers
+    # with "locked" at once instead of waiting; every opener must still get the store
+    for round in range(3):
+        path, start = tmp_path / f"s{round}.sqlite", time.time() + 2
+        procs = [subprocess.Popen([sys.executable, "-c", OPENER, str(path), f"w{k}", str(start)],
+                                  cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  text=True) for k in range(4)]
+        for p in procs:
+            _, err = p.communicate(timeout=120)
+            assert p.returncode == 0, err
+        with Store(path, create=False) as s:
+            assert len(s.evaluations("test")) == 4
