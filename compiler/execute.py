@@ -217,8 +217,9 @@ def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS,
     instruction's root in its own way and returns its outputs, or None to leave it to
     `run_node`."""
     program = plan.program
-    env = {t.name: np.zeros(t.type.shape, NP_DTYPES[t.type.dtype]) for t in program.tensors}
-    env.update({k: np.asarray(v) for k, v in feeds.items()})
+    env = {k: np.asarray(v) for k, v in feeds.items()}
+    env.update({t.name: np.zeros(t.type.shape, NP_DTYPES[t.type.dtype])
+                for t in program.tensors if t.name not in env})
     cache = {} if cache is None else cache
     for ins, root in zip(program.instructions, plan.roots):
         n_out = root.task.spec.outputs

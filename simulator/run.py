@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import time
 
-from threadpoolctl import threadpool_limits
+from threadpoolctl import ThreadpoolController
 
 from compiler.bounds import plan_bounds, program_bound
 from compiler.execute import execute_plan
@@ -115,6 +115,16 @@ def busy_fractions(plan: Plan, engine: Engine, cycles: int) -> list[dict]:
     return busy
 
 
+_controller: list = []
+
+
+def _blas_pools() -> ThreadpoolController:
+    """The process's BLAS thread pools (found once: a fresh search costs about 1 ms a run)."""
+    if not _controller:
+        _controller.append(ThreadpoolController())
+    return _controller[0]
+
+
 def compute_outputs(plan: Plan, feeds: dict, cache: dict | None = None) -> dict:
     """The leaves compute the outputs, each leaf kernel on one thread: a leaf is one accelerator,
     and BLAS thread pools started inside thousands of small leaf products only contend. The
@@ -122,7 +132,7 @@ def compute_outputs(plan: Plan, feeds: dict, cache: dict | None = None) -> dict:
     elementwise opcodes (`simulator.batch_kernels`), one call per body instruction for an
     extension's (`simulator.extension_batch`). `cache`: see `execute_plan` (a dict kept for
     later runs of the same plan)."""
-    with threadpool_limits(1, user_api="blas"):
+    with _blas_pools().limit(limits=1, user_api="blas"):
         return execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS, cache,
                             run_extension_node)
 
