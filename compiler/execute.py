@@ -31,7 +31,7 @@ from isa.errors import UserError
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, SEMANTICS, dtype_name, semantics_of
 
-__all__ = ["execute_plan", "run_node", "merge_runs"]
+__all__ = ["execute_plan", "run_node", "merge_runs", "child_calls", "position_axes"]
 
 
 def _leaf(task, inputs, leaf_fn) -> list[np.ndarray]:
@@ -40,7 +40,7 @@ def _leaf(task, inputs, leaf_fn) -> list[np.ndarray]:
     return list(out) if isinstance(out, tuple) else [out]
 
 
-def _child_calls(plan: Plan, node: NodePlan) -> list:
+def child_calls(plan: Plan, node: NodePlan) -> list:
     """Every child call of a split node, in the order of its piece schedule: (child plan, input
     slices, output slices, starts per axis, whether it brings the first partial of its output
     region)."""
@@ -55,7 +55,7 @@ def _child_calls(plan: Plan, node: NodePlan) -> list:
     return calls
 
 
-def _offsets(task, amap) -> list:
+def position_axes(task, amap) -> list:
     """Per output: the axis whose start a child's positions are relative to, or None."""
     return list(amap.positions) or [None] * task.spec.outputs
 
@@ -101,7 +101,7 @@ def _entry(plan: Plan, node: NodePlan, cache: dict, batch: dict | None) -> tuple
     if key not in cache:
         amap = access_map(node.task)
         red = [a for a, ax in enumerate(amap.axes) if ax.reduce]
-        calls, offsets = _child_calls(plan, node), _offsets(node.task, amap)
+        calls, offsets = child_calls(plan, node), position_axes(node.task, amap)
         tiles = _tiles(plan, node, calls, offsets, batch, cache)
         if tiles is not None:
             adding = tiles.copy()

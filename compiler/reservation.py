@@ -41,6 +41,8 @@ import numpy as np
 __all__ = ["Reservation", "earliest_start", "slot_rows"]
 
 _uids = itertools.count()
+#: answers one table keeps (`next_allowed`), about 100 bytes each
+MEMO_ENTRIES = 1 << 14
 
 
 def _merged(intervals) -> np.ndarray:
@@ -139,6 +141,8 @@ class Reservation:
         asked = (other.uid, rotation, shift)
         found = self._memo.get(asked)
         if found is None:
+            if len(self._memo) >= MEMO_ENTRIES:     # a long-lived table: start afresh
+                self._memo.clear()
             found = self._memo[asked] = self._next_allowed(other, shift, rotation)
         return found
 

@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from compiler.execute import _child_calls, _offsets
+from compiler.execute import child_calls, position_axes
 from compiler.plan import Plan, NodePlan, PlanKind
 from compiler.rules import ExtensionReduction, Reduction, access_map
 from isa.errors import InternalError, UserError
@@ -81,8 +81,8 @@ def _entry(plan: Plan, node: NodePlan, cache: dict):
     if node.kind != PlanKind.SPLIT:
         entry = _LEAF
     elif ((node.reduce in _HERE or isinstance(node.reduce, ExtensionReduction))
-          and all(o is None for o in _offsets(node.task, access_map(node.task)))):
-        calls = [(child, ins, outs, first) for child, ins, outs, _, first in _child_calls(plan, node)]
+          and all(o is None for o in position_axes(node.task, access_map(node.task)))):
+        calls = [(child, ins, outs, first) for child, ins, outs, _, first in child_calls(plan, node)]
         groups: dict = {}
         for i, (child, *_) in enumerate(calls):
             groups.setdefault((child.task, child.level), (child, []))[1].append(i)
