@@ -208,6 +208,16 @@ def merge_runs(x: np.ndarray, bounds: list[int], keys: np.ndarray | None = None)
     return runs[0][0]
 
 
+def _own(value, inputs: list) -> np.ndarray:
+    """An instruction's output as a C-contiguous array of its own: copied unless it is one
+    already that shares no memory with the instruction's inputs (a node's fresh result)."""
+    v = np.asarray(value)
+    if v.flags.c_contiguous and v.flags.writeable and not any(
+            np.may_share_memory(v, x) for x in inputs):
+        return v
+    return np.array(v, order="C")
+
+
 def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS,
                  batch: dict | None = None, cache: dict | None = None,
                  extension=None) -> dict[str, np.ndarray]:
@@ -234,5 +244,5 @@ def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS,
                 e.where, e.source_line = ins.loc, program.source_line(ins.loc)
             raise
         for name, value in zip(ins.operands[:n_out], values):
-            env[name] = np.array(value, order="C")
+            env[name] = _own(value, inputs)
     return {t.name: env[t.name] for t in program.outputs}

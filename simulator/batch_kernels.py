@@ -153,13 +153,15 @@ def _rows_apart(x: np.ndarray, dtype) -> np.ndarray:
 
 def _padded(tiles: np.ndarray, ranks: list, rank: int) -> np.ndarray:
     """The tile table with every operand's region given `rank` dimensions: leading (0, 1)."""
-    cols, at = [], 0
-    for r in ranks:
-        pad = np.zeros((len(tiles), 2 * (rank - r)), np.int64)
-        pad[:, 1::2] = 1
-        cols.append(np.hstack([pad, tiles[:, at:at + 2 * r]]))
+    out = np.zeros((len(tiles), 2 * rank * len(ranks) + 1), np.int64)
+    out[:, 1:-1:2] = 1
+    at = 0
+    for k, r in enumerate(ranks):
+        lo = 2 * (rank * (k + 1) - r)
+        out[:, lo:lo + 2 * r] = tiles[:, at:at + 2 * r]
         at += 2 * r
-    return np.ascontiguousarray(np.hstack(cols + [tiles[:, -1:]]))
+    out[:, -1] = tiles[:, -1]
+    return out
 
 
 def _conv2d_tiles(ins, a, tiles, out):
