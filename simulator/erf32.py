@@ -1,5 +1,5 @@
 """erf rounded to float32, the value the leaf kernels give (`math.erf` in float64, rounded once),
-in about 40% of the time `math.erf` takes.
+in about 70% of the time `math.erf` takes (393,216 elements: 3.3 against 4.6 ms on one thread).
 
 `erf32_k(x, out, lo, hi)` computes out[i] = float32(erf(float64(x[i]))) for lo <= i < hi from
 polynomials, and falls back on `math.erf` itself wherever the polynomial's value is too close
