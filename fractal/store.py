@@ -170,20 +170,20 @@ class Store:
     def _read_meta(self, create: bool) -> tuple[set, dict]:
         """The store's tables and marks; a new (or empty) file is made a store first, in one
         transaction that checks again, under its lock, that no other process made it."""
-        tables = {r[0] for r in self.db.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        def tables_now() -> set:
+            return {r[0] for r in self.db.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+        tables = tables_now()
         if not tables and create:
             self.db.execute("BEGIN IMMEDIATE")
-            if not self.db.execute("SELECT name FROM sqlite_master WHERE type = 'table'"
-                                   ).fetchall():
+            if not tables_now():
                 for statement in _SCHEMA.split(";"):
                     if statement.strip():
                         self.db.execute(statement)
                 self.db.execute("INSERT OR IGNORE INTO meta VALUES ('format', ?), ('schema', ?)",
                                 (FORMAT, str(SCHEMA)))
             self.db.execute("COMMIT")
-            tables = {r[0] for r in self.db.execute(
-                "SELECT name FROM sqlite_master WHERE type = 'table'").fetchall()}
+            tables = tables_now()
         meta = dict(self.db.execute("SELECT name, value FROM meta").fetchall()
                     ) if "meta" in tables else {}
         if create and meta.get("format") == FORMAT:

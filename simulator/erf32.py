@@ -18,7 +18,7 @@ The fallback makes the result exact: where `math.erf` differs from the polynomia
 `TOLERANCE` of its magnitude, a value whose interval of that width rounds to one float32 is
 that float32 of `math.erf` too. Over every finite float32 input the polynomial's largest
 relative difference from this host's `math.erf` is 3.1e-16 (`python scripts/check_erf32.py`,
-all 2^32 inputs, docs/reliability.md), 45 times below `TOLERANCE`; inputs that fall back are
+all 2^32 inputs, docs/performance.md), 46 times below `TOLERANCE`; inputs that fall back are
 about one in two million.
 """
 from __future__ import annotations

@@ -35,8 +35,8 @@ from isa.extensions import leaf_pieces
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, dtype_name
 from simulator.batch_kernels import ELEMENTWISE, LEAF_BATCH_KERNELS, _parallel
-from simulator.kernels import LEAF_KERNELS
 from simulator.erf32 import erf32_parts
+from simulator.kernels import LEAF_KERNELS
 from simulator.tile_kernels import unary_k
 
 __all__ = ["run_extension_node", "run_stacked"]

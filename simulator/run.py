@@ -1,6 +1,7 @@
 """The simulator's driver: a plan on a machine -> cycles, energy, outputs, one checked report."""
 from __future__ import annotations
 
+import functools
 import time
 
 from threadpoolctl import ThreadpoolController
@@ -115,14 +116,10 @@ def busy_fractions(plan: Plan, engine: Engine, cycles: int) -> list[dict]:
     return busy
 
 
-_controller: list = []
-
-
+@functools.cache
 def _blas_pools() -> ThreadpoolController:
     """The process's BLAS thread pools (found once: a fresh search costs about 1 ms a run)."""
-    if not _controller:
-        _controller.append(ThreadpoolController())
-    return _controller[0]
+    return ThreadpoolController()
 
 
 def compute_outputs(plan: Plan, feeds: dict, cache: dict | None = None) -> dict:
