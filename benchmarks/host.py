@@ -39,6 +39,24 @@ def best(fn, repeat: int):
     return min(times), out
 
 
+def paired(fn, other, repeat: int):
+    """`repeat` rounds of one call of fn then one of other, back to back, so that both see the
+    host as it is at that moment: (fn's best time, other's best time, the median over the rounds
+    of fn's time / other's, its least and greatest, fn's last result, other's last result)."""
+    mine, theirs, a, b = [], [], None, None
+    for _ in range(repeat):
+        start = time.perf_counter()
+        a = fn()
+        mid = time.perf_counter()
+        b = other()
+        mine.append(mid - start)
+        theirs.append(time.perf_counter() - mid)
+    ratios = sorted(x / y for x, y in zip(mine, theirs))
+    k = len(ratios)
+    median = (ratios[(k - 1) // 2] + ratios[k // 2]) / 2
+    return min(mine), min(theirs), median, ratios[0], ratios[-1], a, b
+
+
 def emit(lines: list[str], out: str | None) -> None:
     """Print the report, and write it to `out` when given."""
     text = "\n".join(lines) + "\n"

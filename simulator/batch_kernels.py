@@ -40,7 +40,7 @@ from isa.reference import NP_DTYPES, dtype_name
 from simulator.kernels import LEAF_KERNELS
 from simulator.narrow import BF16_DEST, F16_DEST, F32_DEST, NO_TABLE, UPCAST, downcast_k, f16_table, upcast_k
 from simulator.tile_kernels import (conv_combine_k, conv_products_k, elementwise_tiles_k, groups,
-                                    matmul_tiles_k, pool_tiles_k, shared, unary_k)
+                                    matmul_folded_k, matmul_tiles_k, pool_tiles_k, shared, unary_k)
 
 __all__ = ["LEAF_BATCH_KERNELS", "warm_up_batches"]
 
@@ -117,15 +117,38 @@ def _macs(tiles: np.ndarray, cols: list) -> int:
 
 def _matmul_tiles(ins, a, tiles, out):
     ra, rb = ins[0].ndim, ins[1].ndim
-    if out.ndim > 6:
-        return _per_leaf("matmul", ins, a, tiles, out)
+    batch = out.shape[:-2]
+    a_batch = (1,) * (out.ndim - ra) + ins[0].shape[:-2]
+    one_a = int(np.prod(a_batch)) == 1
+    if out.ndim > 6 or (not one_a and any(e == 1 < n for e, n in zip(a_batch, batch))):
+        return _per_leaf("matmul", ins, a, tiles, out)      # A broadcast along some batch axes
     mac = _F64 if ins[0].dtype.kind in "iu" else _F32
     buf, target, done = _buffer(out)
     table = _padded(tiles, [ra, rb, out.ndim], 6)
-    _parallel(matmul_tiles_k, (_six(ins[0], mac), _rows_apart(ins[1], mac), _six(buf, buf.dtype), table,
+    if one_a and int(np.prod(batch)) > 1:
+        _folded(ins, mac, buf, table, target, tiles)
+        done()
+        return
+    _parallel(matmul_tiles_k, (_six(ins[0], mac), _rows_apart(_six(ins[1], mac)), _six(buf, buf.dtype), table,
                                 groups(table, 24, 36), *target),
               _macs(tiles, [2 * (ra + rb + d) for d in range(out.ndim)] + [2 * ra - 2]))
     done()
+
+
+def _folded(ins, mac, buf, table, target, tiles) -> None:
+    """A matmul whose A is one matrix for every batch element (`matmul_folded_k`): B and C with
+    the batch index innermost, [K, N * nb] and [M, N * nb], C put back in place after."""
+    batch, (m, n) = buf.shape[:-2], buf.shape[-2:]
+    nb, k = int(np.prod(batch)), ins[1].shape[-2]
+    order = [len(batch), len(batch) + 1] + list(range(len(batch)))
+    b = _rows_apart(_c(np.broadcast_to(ins[1], batch + (k, n)).transpose(order), mac).reshape(k, n * nb))
+    c = np.ascontiguousarray(buf.reshape(nb, m, n).transpose(1, 2, 0)).reshape(m, n * nb)
+    four = np.array((1,) * (4 - len(batch)) + batch, np.int64)
+    _parallel(matmul_folded_k, (_c(ins[0], mac).reshape(ins[0].shape[-2:]), b, c, table,
+                                groups(table, 24, 36), four, *target),
+              _macs(tiles, [2 * (len(ins[0].shape) + len(ins[1].shape) + d) for d in range(buf.ndim)]
+                    + [2 * len(ins[0].shape) - 2]))
+    buf[...] = c.reshape(m, n, nb).transpose(2, 0, 1).reshape(buf.shape)
 
 
 def _six(x: np.ndarray, dtype) -> np.ndarray:
@@ -139,11 +162,11 @@ def _six(x: np.ndarray, dtype) -> np.ndarray:
 _ALIASED_ROWS = 4096
 
 
-def _rows_apart(x: np.ndarray, dtype) -> np.ndarray:
-    """`_six(x, dtype)`, its rows 64 bytes further apart where their distance is a multiple of
-    `_ALIASED_ROWS` (the kernel reads the row length from the array: the padding is never read).
-    A BLAS product does not depend on its leading dimension, so the leaves' values are the same."""
-    b = _six(x, dtype)
+def _rows_apart(b: np.ndarray) -> np.ndarray:
+    """The C-contiguous `b`, its rows 64 bytes further apart where their distance is a multiple
+    of `_ALIASED_ROWS` (the kernels read the row length from the array: the padding is never
+    read). A BLAS product does not depend on its leading dimension, so the leaves' values are
+    the same."""
     if b.shape[-2] < 2 or b.shape[-1] * b.itemsize % _ALIASED_ROWS:
         return b
     padded = np.empty(b.shape[:-1] + (b.shape[-1] + 64 // b.itemsize,), b.dtype)

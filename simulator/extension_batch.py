@@ -263,10 +263,12 @@ def _core(op: str, ins: list[Operand], attrs: dict, t: TensorType, n: int) -> Op
             if fast is not None:
                 return Operand(fast, True)
         return Operand(LEAF_KERNELS[op](aligned, attrs, stacked), True)
-    if op == "matmul":
-        aligned = [x.value.reshape((n,) + (1,) * (rank - x.value.ndim + 1) + x.shape())
-                   if x.stacked else x.value for x in ins]
-        return Operand(LEAF_KERNELS[op](aligned, attrs, stacked), True)
+    if op == "matmul":                              # A along the calls' axis too: a call's
+        a, b = ins                                  # product never reaches into another's
+        a = a.value.reshape((n,) + (1,) * (rank - len(a.shape())) + a.shape()) if a.stacked \
+            else np.broadcast_to(a.value, (n,) + (1,) * (rank - a.value.ndim) + a.value.shape)
+        b = b.value.reshape((n,) + (1,) * (rank - len(b.shape())) + b.shape()) if b.stacked else b.value
+        return Operand(LEAF_KERNELS[op]([a, b], attrs, stacked), True)
     x = ins[0]
     if op in _ALONG_AXIS and len(ins) == 1:
         axis = attrs["axis"] % len(x.shape()) + 1

@@ -515,15 +515,30 @@ def _matmul(ins, a, t):
 
 
 def _matmul_batched(ins, dt, t):
-    """A matmul with batch axes: the sources broadcast to the destination's batch shape, then one
-    BLAS product per batch element."""
+    """A matmul with batch axes, the sources broadcast to the destination's batch shape: one BLAS
+    product per matrix of A, of A with the B matrices of every batch element that reads it side by
+    side, the batch index innermost (columns n * count + j); one product per batch element where A
+    is not broadcast."""
     x, w = np.asarray(ins[0]), np.asarray(ins[1])
     batch = t.shape[:-2]
-    x = _c(np.broadcast_to(x, batch + x.shape[-2:]), dt).reshape((-1,) + x.shape[-2:])
-    w = _c(np.broadcast_to(w, batch + w.shape[-2:]), dt).reshape((-1,) + w.shape[-2:])
-    out = np.empty((x.shape[0], x.shape[1], w.shape[2]), dt)
+    (m, k), n = x.shape[-2:], w.shape[-1]
+    a_batch = (1,) * (len(batch) - x.ndim + 2) + x.shape[:-2]
+    shared = [d for d, e in enumerate(batch) if e > 1 and a_batch[d] == 1]
+    own = [d for d in range(len(batch)) if d not in shared]
+    count = int(np.prod([batch[d] for d in shared], dtype=np.int64))
+    outer = int(np.prod([batch[d] for d in own], dtype=np.int64))
+    # A per outer index; B as [outer, K, N, shared...] -> [outer, K, N * count]
+    x = _c(np.broadcast_to(x.reshape(a_batch + (m, k)),
+                           tuple(1 if d in shared else e for d, e in enumerate(batch)) + (m, k)),
+           dt).reshape(outer, m, k)
+    order = own + [len(batch), len(batch) + 1] + shared
+    w = np.broadcast_to(w, batch + w.shape[-2:]).transpose(order)
+    w = _c(w, dt).reshape(outer, k, n * count)
+    out = np.empty((outer, m, n * count), dt)
     _matmul_batch_k(x, w, out)
-    return _finish(out.reshape(t.shape), t)
+    out = out.reshape(tuple(batch[d] for d in own) + (m, n) + tuple(batch[d] for d in shared))
+    out = np.ascontiguousarray(out.transpose(np.argsort(order)))
+    return _finish(out, t)
 
 
 def _conv2d(ins, a, t):

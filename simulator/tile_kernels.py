@@ -21,7 +21,7 @@ from scipy.linalg.cython_blas import __pyx_capi__
 
 from simulator.narrow import combine, dest, narrow
 
-__all__ = ["groups", "shared", "matmul_tiles_k", "conv_products_k", "conv_combine_k",
+__all__ = ["groups", "shared", "matmul_tiles_k", "matmul_folded_k", "conv_products_k", "conv_combine_k",
            "pool_tiles_k", "elementwise_tiles_k", "unary_k"]
 
 jit = njit(cache=True, error_model="numpy", nogil=True)
@@ -144,6 +144,70 @@ def matmul_tiles_k(a, b, out, tiles, starts, p, emin, top, wrap, part, parts):
                                     flat[c + j] = combine(flat[c + j], y[i * n + j], first, p, emin,
                                                           top, wrap)
                                 c += no
+
+
+@jit
+def matmul_folded_k(a, b, out, tiles, starts, batch, p, emin, top, wrap, part, parts):
+    # A matmul whose A is one matrix for every batch element: a [M, K]; b [K, N * nb] (its rows
+    # perhaps padded) and out [M, N * nb], C-contiguous, the batch index innermost (column
+    # n * nb + the flat batch index in out's batch shape `batch`, 4 dimensions). Rows as `matmul_tiles_k`'s. Per leaf, one product
+    # of A's region with the B columns of its region's batch elements side by side (n, then the
+    # batch elements in order): where they are every batch element, B's and C's columns are
+    # read and written in place, else gathered into a block first and the product's values
+    # stored in or added to C's columns. The output regions part, part + parts, ...
+    double = a.itemsize == 8
+    direct = not p and not wrap
+    kk, wide, brow = a.shape[1], out.shape[1], b.shape[1]
+    nb = batch[0] * batch[1] * batch[2] * batch[3]
+    flat = out.reshape(-1)
+    for g in range(part, len(starts) - 1, parts):
+        args = _gemm_args()
+        block = np.empty(0, a.dtype)            # gathered B columns; live through the loop
+        for t in range(starts[g], starts[g + 1]):
+            m0, m, first = tiles[t, 32], tiles[t, 33] - tiles[t, 32], tiles[t, 36]
+            k0, k1 = tiles[t, 10], tiles[t, 11]
+            n0, n = tiles[t, 34], tiles[t, 35] - tiles[t, 34]
+            box = 1
+            for d in range(4):
+                box *= tiles[t, 25 + 2 * d] - tiles[t, 24 + 2 * d]
+            js = np.empty(box, np.int64)            # the region's batch elements, flat, in order
+            j = 0
+            for i0 in range(tiles[t, 24], tiles[t, 25]):
+                for i1 in range(tiles[t, 26], tiles[t, 27]):
+                    for i2 in range(tiles[t, 28], tiles[t, 29]):
+                        for i3 in range(tiles[t, 30], tiles[t, 31]):
+                            js[j] = ((i0 * batch[1] + i1) * batch[2] + i2) * batch[3] + i3
+                            j += 1
+            cols, whole = n * box, box == nb
+            pa = a.ctypes.data + a.itemsize * (m0 * kk + k0)
+            if whole:
+                pb, ldb = b.ctypes.data + b.itemsize * (k0 * brow + n0 * nb), brow
+            else:
+                if block.size < (k1 - k0) * cols:
+                    block = np.empty((k1 - k0) * cols, a.dtype)
+                for r in range(k1 - k0):
+                    for c in range(n):
+                        for j in range(box):
+                            block[r * cols + c * box + j] = b[k0 + r, (n0 + c) * nb + js[j]]
+                pb, ldb = block.ctypes.data, cols
+            if direct and whole:
+                c0 = m0 * wide + n0 * nb
+                if k1 > k0:
+                    _gemm(args, m, cols, k1 - k0, pa, kk, pb, ldb, out.ctypes.data + 4 * c0, wide,
+                          False, 0.0 if first else 1.0)
+                elif first:
+                    for i in range(m):
+                        flat[c0 + i * wide:c0 + i * wide + cols] = 0
+                continue
+            y = np.zeros(m * cols, a.dtype)
+            if k1 > k0:
+                _gemm(args, m, cols, k1 - k0, pa, kk, pb, ldb, y.ctypes.data, cols, double)
+            for i in range(m):
+                for c in range(n):
+                    for j in range(box):
+                        at = (m0 + i) * wide + (n0 + c) * nb + js[j]
+                        flat[at] = combine(flat[at], y[i * cols + c * box + j], first, p, emin, top,
+                                           wrap)
 
 
 @jit

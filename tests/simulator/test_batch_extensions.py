@@ -148,3 +148,21 @@ def test_stacked_f32_elementwise_equals_each_calls_leaf_kernel(op):
         want = LEAF_KERNELS[op]([x[i]] + ([y] if len(ins) == 2 else []), {}, t)
         np.testing.assert_array_equal(out.value[i], want)
         assert np.array_equal(np.signbit(out.value[i]), np.signbit(want))
+
+
+@pytest.mark.parametrize("a_stacked, b_stacked", [(True, True), (False, True), (True, False)])
+def test_a_stacked_matmul_equals_each_calls_leaf_kernel(a_stacked, b_stacked):
+    # each call's A is one matrix for its 2 batch elements (the leaf multiplies it with their
+    # B side by side); on the stack, no call's product reaches into another call's (a wider
+    # sgemm groups some sums differently in OpenBLAS's small-matrix kernels)
+    rng = np.random.default_rng(2)
+    calls, t = 3, TensorType("f32", (2, 32, 2))
+    a = rng.standard_normal((calls, 32, 96) if a_stacked else (32, 96)).astype(np.float32)
+    b = rng.standard_normal((calls, 2, 96, 2) if b_stacked else (2, 96, 2)).astype(np.float32)
+    out = run_stacked(OPCODES["matmul"], [Operand(a, a_stacked), Operand(b, b_stacked)], {}, [t],
+                      calls)[0]
+    for i in range(calls):
+        want = LEAF_KERNELS["matmul"]([a[i] if a_stacked else a, b[i] if b_stacked else b], {}, t)
+        np.testing.assert_array_equal(out.value[i], want)
+        np.testing.assert_allclose(want, (a[i] if a_stacked else a).astype(np.float64)
+                                   @ (b[i] if b_stacked else b), rtol=1e-5, atol=1e-5)

@@ -271,3 +271,41 @@ def test_batched_matmul_batches_equal_the_leaves(dt):
             np.testing.assert_allclose(batched["c"], want, rtol=1e-5, atol=1e-5)
         else:
             assert_same_outputs(batched, run_reference(program, feeds))
+
+
+@pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "i8"])
+@pytest.mark.parametrize("a_shape, b_shape", [((128, 64), (2, 64, 32)),
+                                              ((1, 1, 20, 72), (4, 72, 24)),
+                                              ((20, 40), (3, 1, 40, 8))])
+def test_a_matmul_whose_a_every_batch_element_shares_batches_equal_the_leaves(dt, a_shape, b_shape):
+    # one A for the whole batch: a leaf multiplies it with its batch elements' B side by side;
+    # the leaves cover the batch whole (B and C read in place) or in parts (gathered)
+    acc = "i32" if dt == "i8" else dt
+    out_shape = np.broadcast_shapes(a_shape[:-2], b_shape[:-2]) + (a_shape[-2], b_shape[-1])
+    shape = lambda s: ", ".join(map(str, s))           # noqa: E731
+    program = fractal.load_program(
+        f"tensor a : {dt}[{shape(a_shape)}] input\ntensor b : {dt}[{shape(b_shape)}] param\n"
+        f"tensor c : {acc}[{shape(out_shape)}] output\nmatmul c, a, b\n")
+    feeds = generate_feeds(program, 12)
+    want = feeds["a"].astype(np.float64) @ feeds["b"].astype(np.float64)
+    batch = int(np.prod(out_shape[:-2]))
+    boxes = Counter()
+
+    def recording(ins, attrs, tiles, out):
+        lo = -2 * out.ndim - 1                  # C's region, then the first-partial flag
+        extents = tiles[:, lo + 1:-4:2] - tiles[:, lo:-5:2]  # its batch dimensions
+        boxes.update(np.prod(extents, axis=1) == batch)
+        LEAF_BATCH_KERNELS["matmul"](ins, attrs, tiles, out)
+    for machine in ONE_LEVEL + DEEPER:
+        plan = compile_program(program, fractal.build_machine(*machine))
+        batched = execute_plan(plan, feeds, LEAF_KERNELS, {"matmul": recording})
+        per_leaf = execute_plan(plan, feeds, LEAF_KERNELS)
+        if machine in ONE_LEVEL or dt == "i8":
+            assert equal(batched["c"], per_leaf["c"]), machine
+        if dt == "i8":
+            np.testing.assert_array_equal(batched["c"], want)
+        elif dt == "f32":
+            np.testing.assert_allclose(batched["c"], want, rtol=1e-5, atol=1e-5)
+        else:
+            assert_same_outputs(batched, run_reference(program, feeds))
+    assert boxes[True] and boxes[False], boxes          # both kinds of leaf ran
