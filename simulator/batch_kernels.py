@@ -14,8 +14,11 @@ is stored (the first partial) or added to what its region holds and the sum roun
 destination type, exactly as the per-leaf path adds a later partial:
 - conv2d and matmul (with batch axes too): im2col (conv2d, per image; the leaves reading the same
   input region share it) and one BLAS product per leaf and batch element, float32 sgemm for the
-  float types, float64 dgemm for i8 (exact; the i32 destination wraps around). An f32 matmul's
-  sgemm writes straight into the output region and adds a later partial there itself;
+  float types, float64 dgemm for i8 (exact; the i32 destination wraps around); a matmul whose A
+  is one matrix for the whole batch, one product per leaf of A with its batch elements' B side
+  by side, as the leaf kernel computes it (`matmul_folded_k`), and one whose A is broadcast
+  along only some batch axes, leaf by leaf. An f32 matmul's sgemm writes straight into the
+  output region and adds a later partial there itself;
 - the elementwise opcodes of `ELEMENTWISE` on float data, and maxpool and avgpool: each output
   element is computed from the same source elements (or window) whichever leaf computes it, and
   the leaves' regions cover the output, so the batch computes their union, the node's output, in
