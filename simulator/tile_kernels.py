@@ -100,6 +100,19 @@ def _at(arr, tiles, t, col, zcol, i0, i1, i2, i3):
 
 
 @jit
+def _into(args, m, n, k, pa, lda, pb, ldb, out, c, ldc, first):
+    # a float32 sgemm straight into `out` at element c (ldc elements between rows): the first
+    # partial stored, a later one added by sgemm itself (beta = 1); no K, a first partial of 0
+    if k > 0:
+        _gemm(args, m, n, k, pa, lda, pb, ldb, out.ctypes.data + 4 * c, ldc, False,
+              0.0 if first else 1.0)
+    elif first:
+        flat = out.reshape(-1)
+        for i in range(m):
+            flat[c + i * ldc:c + i * ldc + n] = 0
+
+
+@jit
 def matmul_tiles_k(a, b, out, tiles, starts, p, emin, top, wrap, part, parts):
     # a [B0..B3, M, K], b [B0..B3, K, N], out [B0..B3, M, N], C-contiguous; rows: the six ranges
     # of A's region, of B's, of C's, first. Per leaf and batch element of its region, one
@@ -128,12 +141,7 @@ def matmul_tiles_k(a, b, out, tiles, starts, p, emin, top, wrap, part, parts):
                             bo = _at(b, tiles, t, 12, 24, i0, i1, i2, i3) + tiles[t, 20] * nn + n0
                             pa, pb = a.ctypes.data + a.itemsize * ao, b.ctypes.data + b.itemsize * bo
                             if direct:
-                                if k1 > k0:
-                                    _gemm(args, m, n, k1 - k0, pa, kk, pb, nn, out.ctypes.data + 4 * c, no,
-                                          False, 0.0 if first else 1.0)
-                                elif first:
-                                    for i in range(m):
-                                        flat[c + i * no:c + i * no + n] = 0
+                                _into(args, m, n, k1 - k0, pa, kk, pb, nn, out, c, no, first)
                                 continue
                             if k1 > k0:
                                 _gemm(args, m, n, k1 - k0, pa, kk, pb, nn, y.ctypes.data, n, double)
@@ -150,11 +158,12 @@ def matmul_tiles_k(a, b, out, tiles, starts, p, emin, top, wrap, part, parts):
 def matmul_folded_k(a, b, out, tiles, starts, batch, p, emin, top, wrap, part, parts):
     # A matmul whose A is one matrix for every batch element: a [M, K]; b [K, N * nb] (its rows
     # perhaps padded) and out [M, N * nb], C-contiguous, the batch index innermost (column
-    # n * nb + the flat batch index in out's batch shape `batch`, 4 dimensions). Rows as `matmul_tiles_k`'s. Per leaf, one product
-    # of A's region with the B columns of its region's batch elements side by side (n, then the
-    # batch elements in order): where they are every batch element, B's and C's columns are
-    # read and written in place, else gathered into a block first and the product's values
-    # stored in or added to C's columns. The output regions part, part + parts, ...
+    # n * nb + the flat batch index in out's batch shape `batch`, 4 dimensions). Rows as
+    # `matmul_tiles_k`'s. Per leaf, one product of A's region with the B columns of its region's
+    # batch elements side by side (n, then the batch elements in order): where they are every
+    # batch element, B's and C's columns are read and written in place, else gathered into a
+    # block first and the product's values stored in or added to C's columns. The output
+    # regions part, part + parts, ...
     double = a.itemsize == 8
     direct = not p and not wrap
     kk, wide, brow = a.shape[1], out.shape[1], b.shape[1]
@@ -191,13 +200,7 @@ def matmul_folded_k(a, b, out, tiles, starts, batch, p, emin, top, wrap, part, p
                             block[r * cols + c * box + j] = b[k0 + r, (n0 + c) * nb + js[j]]
                 pb, ldb = block.ctypes.data, cols
             if direct and whole:
-                c0 = m0 * wide + n0 * nb
-                if k1 > k0:
-                    _gemm(args, m, cols, k1 - k0, pa, kk, pb, ldb, out.ctypes.data + 4 * c0, wide,
-                          False, 0.0 if first else 1.0)
-                elif first:
-                    for i in range(m):
-                        flat[c0 + i * wide:c0 + i * wide + cols] = 0
+                _into(args, m, cols, k1 - k0, pa, kk, pb, ldb, out, m0 * wide + n0 * nb, wide, first)
                 continue
             y = np.zeros(m * cols, a.dtype)
             if k1 > k0:

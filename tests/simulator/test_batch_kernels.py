@@ -250,6 +250,20 @@ def test_narrow_rounds_as_the_type_casts(dt, bits, emin, top):
     assert np.array_equal(np.signbit(got), np.signbit(want))
 
 
+def check_matmul(dt, program, feeds, machine, batched, per_leaf, want) -> None:
+    """A batched matmul's output `c`: the per-leaf path's bit for bit on one level (and for i8
+    everywhere), the float64 product `want` exactly for i8 and closely for f32, the reference's
+    at its tolerance for f16 and bf16."""
+    if machine in ONE_LEVEL or dt == "i8":
+        assert equal(batched["c"], per_leaf["c"]), machine
+    if dt == "i8":
+        np.testing.assert_array_equal(batched["c"], want)
+    elif dt == "f32":
+        np.testing.assert_allclose(batched["c"], want, rtol=1e-5, atol=1e-5)
+    else:
+        assert_same_outputs(batched, run_reference(program, feeds))
+
+
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "i8"])
 def test_batched_matmul_batches_equal_the_leaves(dt):
     # batch axes broadcast from a size-1 axis and from a missing one
@@ -263,14 +277,7 @@ def test_batched_matmul_batches_equal_the_leaves(dt):
     for machine in ONE_LEVEL + DEEPER[:2]:
         batched, per_leaf, calls = runs(program, machine, feeds)
         assert calls == {"matmul": 1}
-        if machine in ONE_LEVEL or dt == "i8":
-            assert equal(batched["c"], per_leaf["c"]), machine
-        if dt == "i8":
-            np.testing.assert_array_equal(batched["c"], want)
-        elif dt == "f32":
-            np.testing.assert_allclose(batched["c"], want, rtol=1e-5, atol=1e-5)
-        else:
-            assert_same_outputs(batched, run_reference(program, feeds))
+        check_matmul(dt, program, feeds, machine, batched, per_leaf, want)
 
 
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "i8"])
@@ -300,12 +307,5 @@ def test_a_matmul_whose_a_every_batch_element_shares_batches_equal_the_leaves(dt
         plan = compile_program(program, fractal.build_machine(*machine))
         batched = execute_plan(plan, feeds, LEAF_KERNELS, {"matmul": recording})
         per_leaf = execute_plan(plan, feeds, LEAF_KERNELS)
-        if machine in ONE_LEVEL or dt == "i8":
-            assert equal(batched["c"], per_leaf["c"]), machine
-        if dt == "i8":
-            np.testing.assert_array_equal(batched["c"], want)
-        elif dt == "f32":
-            np.testing.assert_allclose(batched["c"], want, rtol=1e-5, atol=1e-5)
-        else:
-            assert_same_outputs(batched, run_reference(program, feeds))
+        check_matmul(dt, program, feeds, machine, batched, per_leaf, want)
     assert boxes[True] and boxes[False], boxes          # both kinds of leaf ran
