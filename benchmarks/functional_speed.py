@@ -189,7 +189,7 @@ def onnxruntime_session(name: str):
     model, given = to_onnx(program, trained_scale_feeds(program))
     options = onnxruntime.SessionOptions()
     # idle threads that spin for work after a run would take the cores from the functional run
-    # that follows it (a BERT layer's 29 ms became 45 ms); onnxruntime's own time moves by 2%
+    # that follows it
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     session = onnxruntime.InferenceSession(model.SerializeToString(), options,
                                            providers=["CPUExecutionProvider"])

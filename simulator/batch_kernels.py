@@ -128,17 +128,16 @@ def _matmul_tiles(ins, a, tiles, out):
     mac = _F64 if ins[0].dtype.kind in "iu" else _F32
     buf, target, done = _buffer(out)
     table = _padded(tiles, [ra, rb, out.ndim], 6)
+    work = _macs(tiles, [2 * (ra + rb + d) for d in range(out.ndim)] + [2 * ra - 2])
     if one_a and int(np.prod(batch)) > 1:
-        _folded(ins, mac, buf, table, target, tiles)
-        done()
-        return
-    _parallel(matmul_tiles_k, (_six(ins[0], mac), _rows_apart(_six(ins[1], mac)), _six(buf, buf.dtype), table,
-                                groups(table, 24, 36), *target),
-              _macs(tiles, [2 * (ra + rb + d) for d in range(out.ndim)] + [2 * ra - 2]))
+        _folded(ins, mac, buf, table, target, work)
+    else:
+        _parallel(matmul_tiles_k, (_six(ins[0], mac), _rows_apart(_six(ins[1], mac)),
+                                   _six(buf, buf.dtype), table, groups(table, 24, 36), *target), work)
     done()
 
 
-def _folded(ins, mac, buf, table, target, tiles) -> None:
+def _folded(ins, mac, buf, table, target, work: int) -> None:
     """A matmul whose A is one matrix for every batch element (`matmul_folded_k`): B and C with
     the batch index innermost, [K, N * nb] and [M, N * nb], C put back in place after."""
     batch, (m, n) = buf.shape[:-2], buf.shape[-2:]
@@ -148,9 +147,7 @@ def _folded(ins, mac, buf, table, target, tiles) -> None:
     c = np.ascontiguousarray(buf.reshape(nb, m, n).transpose(1, 2, 0)).reshape(m, n * nb)
     four = np.array((1,) * (4 - len(batch)) + batch, np.int64)
     _parallel(matmul_folded_k, (_c(ins[0], mac).reshape(ins[0].shape[-2:]), b, c, table,
-                                groups(table, 24, 36), four, *target),
-              _macs(tiles, [2 * (len(ins[0].shape) + len(ins[1].shape) + d) for d in range(buf.ndim)]
-                    + [2 * len(ins[0].shape) - 2]))
+                                groups(table, 24, 36), four, *target), work)
     buf[...] = c.reshape(m, n, nb).transpose(2, 0, 1).reshape(buf.shape)
 
 
