@@ -42,8 +42,8 @@ from isa.program import TensorType
 from isa.reference import NP_DTYPES, dtype_name
 from simulator.kernels import LEAF_KERNELS
 from simulator.narrow import BF16_DEST, F16_DEST, F32_DEST, NO_TABLE, UPCAST, downcast_k, f16_table, upcast_k
-from simulator.tile_kernels import (conv_combine_k, conv_products_k, elementwise_tiles_k, groups,
-                                    matmul_folded_k, matmul_tiles_k, pool_tiles_k, shared, unary_k)
+from simulator.tile_kernels import (conv_combine_k, conv_products_k, conv_units, elementwise_tiles_k,
+                                    groups, matmul_folded_k, matmul_tiles_k, pool_tiles_k, unary_k)
 
 __all__ = ["LEAF_BATCH_KERNELS", "warm_up_batches"]
 
@@ -132,7 +132,7 @@ def _matmul_tiles(ins, a, tiles, out):
     if one_a and int(np.prod(batch)) > 1:
         _folded(ins, mac, buf, table, target, work)
     else:
-        _parallel(matmul_tiles_k, (_six(ins[0], mac), _rows_apart(_six(ins[1], mac)),
+        _parallel(matmul_tiles_k, (_six(ins[0], mac), _rows_apart(_six(ins[1], mac), work),
                                    _six(buf, buf.dtype), table, groups(table, 24, 36), *target), work)
     done()
 
@@ -143,7 +143,8 @@ def _folded(ins, mac, buf, table, target, work: int) -> None:
     batch, (m, n) = buf.shape[:-2], buf.shape[-2:]
     nb, k = int(np.prod(batch)), ins[1].shape[-2]
     order = [len(batch), len(batch) + 1] + list(range(len(batch)))
-    b = _rows_apart(_c(np.broadcast_to(ins[1], batch + (k, n)).transpose(order), mac).reshape(k, n * nb))
+    b = _rows_apart(_c(np.broadcast_to(ins[1], batch + (k, n)).transpose(order), mac).reshape(k, n * nb),
+                    work)
     c = np.ascontiguousarray(buf.reshape(nb, m, n).transpose(1, 2, 0)).reshape(m, n * nb)
     four = np.array((1,) * (4 - len(batch)) + batch, np.int64)
     _parallel(matmul_folded_k, (_c(ins[0], mac).reshape(ins[0].shape[-2:]), b, c, table,
@@ -162,12 +163,20 @@ def _six(x: np.ndarray, dtype) -> np.ndarray:
 _ALIASED_ROWS = 4096
 
 
-def _rows_apart(b: np.ndarray) -> np.ndarray:
+#: the least multiply-adds per element of B for which `_rows_apart` copies B: the copy is one
+#: more pass over B, which a product reading each element of B a few times (a matrix-vector
+#: product: once) does not win back (VGG-16's first fully connected layer at batch 1 spends 47 ms
+#: in its products and spent 235 ms copying its 411 MB of weights)
+_COPY_READS = 8
+
+
+def _rows_apart(b: np.ndarray, work: int) -> np.ndarray:
     """The C-contiguous `b`, its rows 64 bytes further apart where their distance is a multiple
-    of `_ALIASED_ROWS` (the kernels read the row length from the array: the padding is never
+    of `_ALIASED_ROWS` and the products' `work` (multiply-adds) reads each element of b at least
+    `_COPY_READS` times (the kernels read the row length from the array: the padding is never
     read). A BLAS product does not depend on its leading dimension, so the leaves' values are
     the same."""
-    if b.shape[-2] < 2 or b.shape[-1] * b.itemsize % _ALIASED_ROWS:
+    if b.shape[-2] < 2 or b.shape[-1] * b.itemsize % _ALIASED_ROWS or work < _COPY_READS * b.size:
         return b
     padded = np.empty(b.shape[:-1] + (b.shape[-1] + 64 // b.itemsize,), b.dtype)
     padded[..., :b.shape[-1]] = b
@@ -196,16 +205,23 @@ def _conv2d_tiles(ins, a, tiles, out):
     work = int(sizes.sum()) * (tiles[0, 3] - tiles[0, 2] if len(tiles) else 0) * w.shape[2] * w.shape[3]
     for lo, hi in _chunks(sizes):
         part = tiles[lo:hi]
-        at = np.concatenate([[0], np.cumsum(sizes[lo:hi])])
-        prod = _scratch(int(at[-1]), mac)
-        order, runs = shared(part, _SHARED_COLUMNS)
-        _parallel(conv_products_k, (x, w, part, order, runs, at, prod, a["stride"], top, left), work)
-        _parallel(conv_combine_k, (buf, part, groups(part, 16, 24), at, prod, *target), work)
+        # by images, channels, W's first channel, pixels, first output channel (the last key first)
+        order = np.lexsort(part[:, [8, *_PIXELS[::-1], 10, 3, 2, 1, 0]].T)
+        units, bands, rects, at, ld, pitch, img, size = conv_units(
+            part, order, *w.shape[2:], a["stride"], top, left, *x.shape[2:], UNIT_COLUMNS)
+        prod = _scratch(size, mac)
+        _parallel(conv_products_k, (x, w, part, units, bands, rects, prod, a["stride"], top, left),
+                  work)
+        _parallel(conv_combine_k, (buf, part, groups(part, 16, 24), at, ld, pitch, img, prod,
+                                   *target), work)
     done()
 
 
-#: the columns of a conv2d tile row that fix its im2col: X's region and the output's cells
-_SHARED_COLUMNS = np.array([0, 1, 2, 3, 4, 5, 6, 7, 20, 21, 22, 23])
+#: the columns of a conv2d tile row that fix a leaf's pixels: X's cells and the output's
+_PIXELS = [4, 5, 6, 7, 20, 21, 22, 23]
+#: the most columns (output cells) of the leaves' im2cols one product unit puts side by side: a
+#: BLAS product of 64 rows, 288 deep, runs 1.2x as fast on 784 columns as on 49 or 3136
+UNIT_COLUMNS = 1024
 
 
 #: the most elements of leaf products one batch call keeps at once

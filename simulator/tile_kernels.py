@@ -21,7 +21,7 @@ from scipy.linalg.cython_blas import __pyx_capi__
 
 from simulator.narrow import combine, dest, narrow
 
-__all__ = ["groups", "shared", "matmul_tiles_k", "matmul_folded_k", "conv_products_k", "conv_combine_k",
+__all__ = ["groups", "matmul_tiles_k", "matmul_folded_k", "conv_units", "conv_products_k", "conv_combine_k",
            "pool_tiles_k", "elementwise_tiles_k", "unary_k"]
 
 jit = njit(cache=True, error_model="numpy", nogil=True)
@@ -214,38 +214,14 @@ def matmul_folded_k(a, b, out, tiles, starts, batch, p, emin, top, wrap, part, p
 
 
 @jit
-def shared(tiles, cols):
-    # the rows in an order that puts rows equal in columns `cols` together, and the first
-    # position of each run of equal rows, and the end
-    n = tiles.shape[0]
-    key = np.empty(n, np.uint64)
-    for t in range(n):
-        h = np.uint64(14695981039346656037)
-        for c in cols:
-            h = (h ^ np.uint64(tiles[t, c] & 0xFFFFFFFF)) * np.uint64(1099511628211)
-        key[t] = h
-    order = np.argsort(key, kind="mergesort")
-    starts = np.empty(n + 1, np.int64)
-    runs = 1
-    starts[0] = 0
-    for i in range(1, n):
-        for c in cols:
-            if tiles[order[i], c] != tiles[order[i - 1], c]:
-                starts[runs] = i
-                runs += 1
-                break
-    starts[runs] = n
-    return order, starts[:runs + 1] if n else starts[:1]
-
-
-@jit
-def _im2col(x, b, c0, c1, h0, h1, w0, w1, oh0, oh1, ow0, ow1, kh, kw, s, pt, pl, col):
-    # col[(c, i, j), (oh, ow)] = X[b, c, oh*s - pt + i, ow*s - pl + j] inside the region
-    # [h0, h1) x [w0, w1) of the leaf, 0 outside it (the leaf's padding). x and col
-    # C-contiguous, indexed flat by unsigned offsets (no negative-index check: the copies vectorize)
+def _im2col(x, b, c0, c1, h0, h1, w0, w1, oh0, oh1, ow0, ow1, kh, kw, s, pt, pl, col, ld, off):
+    # col[(c, i, j), off + (oh, ow)] = X[b, c, oh*s - pt + i, ow*s - pl + j] inside the region
+    # [h0, h1) x [w0, w1) of the leaf, 0 outside it (the leaf's padding); col's rows are ld
+    # elements apart. x and col C-contiguous, indexed flat by unsigned offsets (no negative-index
+    # check: the copies vectorize)
     xf, cf = x.reshape(-1), col.reshape(-1)
     hgt, wid = x.shape[2], x.shape[3]
-    wo, pix = ow1 - ow0, (oh1 - oh0) * (ow1 - ow0)
+    wo = ow1 - ow0
     for ci in range(c1 - c0):
         base = (b * x.shape[1] + c0 + ci) * hgt * wid
         for i in range(kh):
@@ -253,7 +229,7 @@ def _im2col(x, b, c0, c1, h0, h1, w0, w1, oh0, oh1, ow0, ow1, kh, kw, s, pt, pl,
                 # the outputs whose tap j reads inside [w0, w1): [lo, hi), relative to ow0
                 lo = min(max(ow0, -((pl + w0 - j) // -s)), ow1) - ow0
                 hi = max(min(ow1, -((pl + w1 - j) // -s)), lo + ow0) - ow0
-                d = ((ci * kh + i) * kw + j) * pix
+                d = ((ci * kh + i) * kw + j) * ld + off
                 for oh in range(oh0, oh1):
                     hr = oh * s - pt + i
                     ud = np.uint64(d)
@@ -278,47 +254,237 @@ def _im2col(x, b, c0, c1, h0, h1, w0, w1, oh0, oh1, ow0, ow1, kh, kw, s, pt, pl,
 
 
 @jit
-def conv_products_k(x, w, tiles, order, runs, at, prod, s, pt, pl, part, parts):
-    # rows: (n, c, h, w) ranges of X, (o, c, kh, kw) of W, (n, o, ho, wo) of Y, first. The leaves
-    # of each run of `order` from `runs` read the same X region (channels, cells, images) and
-    # share its im2col; each leaf's product W[o, c, :, :] @ col is its own BLAS call, kept in
-    # prod[at[leaf]:]. Runs part, part + parts, ...
-    kh, kw, cw = w.shape[2], w.shape[3], w.shape[1] * w.shape[2] * w.shape[3]
-    double = x.itemsize == 8
-    for g in range(part, len(runs) - 1, parts):
-        args = _gemm_args()
-        t = order[runs[g]]
-        xn0, c0, c1 = tiles[t, 0], tiles[t, 2], tiles[t, 3]
-        oh0, oh1, ow0, ow1 = tiles[t, 20], tiles[t, 21], tiles[t, 22], tiles[t, 23]
-        rows, pix = (c1 - c0) * kh * kw, (oh1 - oh0) * (ow1 - ow0)
-        col = np.empty((rows, pix), x.dtype)
-        for b in range(tiles[t, 1] - xn0):
-            _im2col(x, xn0 + b, c0, c1, tiles[t, 4], tiles[t, 5], tiles[t, 6], tiles[t, 7],
-                    oh0, oh1, ow0, ow1, kh, kw, s, pt, pl, col)
-            for q in range(runs[g], runs[g + 1]):
-                u = order[q]
-                o0, o1 = tiles[u, 8], tiles[u, 9]
-                y = prod[at[u] + b * (o1 - o0) * pix:at[u] + (b + 1) * (o1 - o0) * pix]
-                if rows:
-                    wa = w.ctypes.data + w.itemsize * (o0 * cw + tiles[u, 10] * kh * kw)
-                    _gemm(args, o1 - o0, pix, rows, wa, cw, col.ctypes.data, pix, y.ctypes.data, pix, double)
-                else:
-                    y[:] = 0
+def _same(tiles, t, u, cols):
+    for c in cols:
+        if tiles[t, c] != tiles[u, c]:
+            return False
+    return True
 
 
 @jit
-def conv_combine_k(out, tiles, starts, at, prod, p, emin, top, wrap, part, parts):
-    # each leaf's product stored in (first) or added to its region of Y, the leaves of an output
-    # region (runs of `starts`) in plan order; regions part, part + parts, ...
+def _natural(tiles, t, kh, kw, s, pt, pl, hgt, wid):
+    # whether row t's X region holds every input cell its outputs read inside the image, so that
+    # its im2col is the image's own (the leaf pads only where the image is padded)
+    return (tiles[t, 4] <= max(tiles[t, 20] * s - pt, 0)
+            and tiles[t, 5] >= min((tiles[t, 21] - 1) * s - pt + kh, hgt)
+            and tiles[t, 6] <= max(tiles[t, 22] * s - pl, 0)
+            and tiles[t, 7] >= min((tiles[t, 23] - 1) * s - pl + kw, wid))
+
+
+@jit
+def _same_channels(tiles, order, a0, a1, b0, b1):
+    # whether the rows order[a0:a1] and order[b0:b1] have the same output channel ranges
+    if a1 - a0 != b1 - b0:
+        return False
+    for i in range(a1 - a0):
+        if not _same(tiles, order[a0 + i], order[b0 + i], (8, 9)):
+            return False
+    return True
+
+
+@jit
+def conv_units(tiles, order, kh, kw, s, pt, pl, hgt, wid, most_columns):
+    # The products of a conv2d leaf batch as few large BLAS products. `order` sorts the rows by
+    # (images, channels, W's first channel, pixels, first output channel): the leaves summing the
+    # same input channels are consecutive, by pixels. A block is the leaves of one X region and
+    # output cells; consecutive blocks of one row of blocks (the same output rows, adjacent
+    # columns, the same output channel ranges, X regions that hold all the image cells they
+    # read) form a band, whose im2col is one, its rows the band's width. A unit is a run of bands
+    # of at most `most_columns` output cells (one band at least) whose im2cols lie side by side;
+    # its products are rectangles (output channels x columns). Returns
+    #   units [U, 5]: first and end band, first and end output channel, and the offset of its
+    #     products in the scratch, [images][output channels][columns];
+    #   bands [B, 7]: a row of the band (channels, images), its first column in the unit, its
+    #     X cells (h0, h1, w0, w1) and its output cells (oh0, oh1, ow0, ow1);
+    #   rects [R, 5]: unit, first and end output channel, first and end column;
+    #   at, ld, pitch, img: per row, where its product starts in the scratch, the elements
+    #     between its output channels, between its output rows and between its images;
+    #   the scratch's size.
+    n = len(order)
+    key = (0, 1, 2, 3, 10)
+    # blocks: runs of equal key and pixels
+    bstart = np.empty(n + 1, np.int64)
+    nb = 0
+    for i in range(n):
+        if i == 0 or not (_same(tiles, order[i], order[i - 1], key)
+                          and _same(tiles, order[i], order[i - 1], (4, 5, 6, 7, 20, 21, 22, 23))):
+            bstart[nb] = i
+            nb += 1
+    bstart[nb] = n
+    # bands: runs of blocks
+    bands = np.empty((nb, 10), np.int64)          # row, column, h0, h1, w0, w1, oh0, oh1, ow0, ow1
+    band_of = np.empty(nb, np.int64)
+    nband = 0
+    for b in range(nb):
+        t = order[bstart[b]]
+        if b and nband:
+            p = order[bstart[b - 1]]
+            if (_same(tiles, t, p, key) and _same(tiles, t, p, (4, 5, 20, 21))
+                    and tiles[t, 22] == tiles[p, 23] and tiles[t, 6] <= tiles[p, 7]
+                    and _natural(tiles, t, kh, kw, s, pt, pl, hgt, wid)
+                    and _natural(tiles, p, kh, kw, s, pt, pl, hgt, wid)
+                    and _same_channels(tiles, order, bstart[b - 1], bstart[b], bstart[b], bstart[b + 1])
+                    and band_of[b - 1] == nband - 1):
+                bands[nband - 1, 5] = tiles[t, 7]
+                bands[nband - 1, 9] = tiles[t, 23]
+                band_of[b] = nband - 1
+                continue
+        bands[nband] = (t, 0, tiles[t, 4], tiles[t, 5], tiles[t, 6], tiles[t, 7],
+                        tiles[t, 20], tiles[t, 21], tiles[t, 22], tiles[t, 23])
+        band_of[b] = nband
+        nband += 1
+    bands = bands[:nband]
+    # units: runs of bands of one key
+    units = np.empty((nband, 5), np.int64)
+    nu = 0
+    cols = 0
+    unit_of = np.empty(nband, np.int64)
+    for q in range(nband):
+        size = (bands[q, 7] - bands[q, 6]) * (bands[q, 9] - bands[q, 8])
+        if nu and _same(tiles, bands[q, 0], bands[q - 1, 0], key) and cols + size <= most_columns:
+            units[nu - 1, 1] = q + 1
+        else:
+            units[nu] = (q, q + 1, 0, 0, 0)
+            nu += 1
+            cols = 0
+        bands[q, 1] = cols
+        cols += size
+        unit_of[q] = nu - 1
+    units = units[:nu]
+    # output channels and scratch offsets of the units
+    scratch = 0
+    for u in range(nu):
+        first = bstart[_first_block(band_of, units[u, 0])]
+        last = bstart[_first_block(band_of, units[u, 1]) if units[u, 1] < nband else nb]
+        o_lo, o_hi = tiles[order[first], 8], tiles[order[first], 9]
+        for i in range(first, last):
+            o_lo, o_hi = min(o_lo, tiles[order[i], 8]), max(o_hi, tiles[order[i], 9])
+        q = units[u, 1] - 1
+        columns = bands[q, 1] + (bands[q, 7] - bands[q, 6]) * (bands[q, 9] - bands[q, 8])
+        units[u, 2], units[u, 3], units[u, 4] = o_lo, o_hi, scratch
+        t = bands[units[u, 0], 0]
+        scratch += (tiles[t, 1] - tiles[t, 0]) * (o_hi - o_lo) * columns
+    # the rows' places, and the rectangles: per band, its first block's runs of contiguous
+    # output channels (every block of a band has the same)
+    at, ld, pitch, img = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    rects = np.empty((n, 5), np.int64)
+    nr = 0
+    for b in range(nb):
+        q = band_of[b]
+        u = unit_of[q]
+        last = units[u, 1] - 1
+        columns = bands[last, 1] + (bands[last, 7] - bands[last, 6]) * (bands[last, 9] - bands[last, 8])
+        width = bands[q, 9] - bands[q, 8]
+        span = units[u, 3] - units[u, 2]
+        lead = b == 0 or band_of[b - 1] != q
+        for i in range(bstart[b], bstart[b + 1]):
+            t = order[i]
+            at[t] = (units[u, 4] + (tiles[t, 8] - units[u, 2]) * columns + bands[q, 1]
+                     + (tiles[t, 20] - bands[q, 6]) * width + tiles[t, 22] - bands[q, 8])
+            ld[t], pitch[t], img[t] = columns, width, span * columns
+            if lead:
+                c0 = bands[q, 1]
+                c1 = c0 + (bands[q, 7] - bands[q, 6]) * width
+                if i > bstart[b] and tiles[order[i - 1], 9] == tiles[t, 8]:
+                    rects[nr - 1, 2] = tiles[t, 9]
+                else:
+                    rects[nr] = (u, tiles[t, 8], tiles[t, 9], c0, c1)
+                    nr += 1
+    return units, bands, _merged(rects[:nr]), at, ld, pitch, img, scratch
+
+
+@jit
+def _first_block(band_of, q):
+    # the first block of band q
+    for b in range(len(band_of)):
+        if band_of[b] == q:
+            return b
+    return len(band_of)
+
+
+@jit
+def _merged(rects):
+    # rectangles of one unit with the same output channels over adjacent columns, as one
+    out = np.empty_like(rects)
+    n = 0
+    for r in range(len(rects)):
+        u, o0, o1, c0, c1 = rects[r]
+        merged = False
+        for q in range(n - 1, -1, -1):
+            if out[q, 0] != u:
+                break
+            if out[q, 1] == o0 and out[q, 2] == o1 and out[q, 4] == c0:
+                out[q, 4] = c1
+                merged = True
+                break
+        if not merged:
+            out[n] = rects[r]
+            n += 1
+    return out[:n]
+
+
+@jit
+def conv_products_k(x, w, tiles, units, bands, rects, prod, s, pt, pl, part, parts):
+    # the products of the units part, part + parts, ... (`conv_units`): per image, the im2col of
+    # the unit's bands side by side, and one BLAS product W[o0:o1, channels] @ col[:, c0:c1]
+    # per rectangle, kept in prod at the unit's offset, [images][output channels][columns]
+    kh, kw, cw = w.shape[2], w.shape[3], w.shape[1] * w.shape[2] * w.shape[3]
+    double = x.itemsize == 8
+    args = _gemm_args()
+    most = 1
+    for u in range(part, len(units), parts):
+        t = bands[units[u, 0], 0]
+        most = max(most, (tiles[t, 3] - tiles[t, 2]) * kh * kw * _columns(bands, units[u, 1]))
+    col = np.empty(most, x.dtype)
+    r = 0
+    for u in range(part, len(units), parts):
+        q0, q1, o_lo, o_hi, base = units[u]
+        t0 = bands[q0, 0]
+        c0, c1 = tiles[t0, 2], tiles[t0, 3]
+        rows, cols, span = (c1 - c0) * kh * kw, _columns(bands, q1), o_hi - o_lo
+        while rects[r, 0] < u:
+            r += 1
+        for b in range(tiles[t0, 1] - tiles[t0, 0]):
+            for q in range(q0, q1):
+                _im2col(x, tiles[t0, 0] + b, c0, c1, bands[q, 2], bands[q, 3], bands[q, 4], bands[q, 5],
+                        bands[q, 6], bands[q, 7], bands[q, 8], bands[q, 9], kh, kw, s, pt, pl,
+                        col, cols, bands[q, 1])
+            g = r
+            while g < len(rects) and rects[g, 0] == u:
+                o0, o1, k0, k1 = rects[g, 1], rects[g, 2], rects[g, 3], rects[g, 4]
+                dst = base + (b * span + o0 - o_lo) * cols + k0
+                if rows:
+                    wa = w.ctypes.data + w.itemsize * (o0 * cw + tiles[t0, 10] * kh * kw)
+                    _gemm(args, o1 - o0, k1 - k0, rows, wa, cw, col.ctypes.data + col.itemsize * k0,
+                          cols, prod.ctypes.data + prod.itemsize * dst, cols, double)
+                else:
+                    for o in range(o1 - o0):
+                        prod[dst + o * cols:dst + o * cols + k1 - k0] = 0
+                g += 1
+    return col.size                         # col stays alive through the last product
+
+
+@jit
+def _columns(bands, end):
+    # the columns of the unit whose bands end at `end`
+    return bands[end - 1, 1] + (bands[end - 1, 7] - bands[end - 1, 6]) * (bands[end - 1, 9] - bands[end - 1, 8])
+
+
+@jit
+def conv_combine_k(out, tiles, starts, at, ld, pitch, img, prod, p, emin, top, wrap, part, parts):
+    # each leaf's product (at[t] in prod; ld[t], pitch[t] and img[t] elements between its
+    # output channels, output rows and images) stored in (first) or added to its region of Y,
+    # the leaves of an output region (runs of `starts`) in plan order; regions part,
+    # part + parts, ...
     flat = out.reshape(-1)
     for g in range(part, len(starts) - 1, parts):
         for t in range(starts[g], starts[g + 1]):
             n0, n1, o0, o1 = tiles[t, 16], tiles[t, 17], tiles[t, 18], tiles[t, 19]
             oh0, oh1, ow0, ow1, first = tiles[t, 20], tiles[t, 21], tiles[t, 22], tiles[t, 23], tiles[t, 24]
             wo = ow1 - ow0
-            k = at[t]
             for b in range(n0, n1):
                 for o in range(o0, o1):
+                    k = at[t] + (b - n0) * img[t] + (o - o0) * ld[t]
                     for oh in range(oh0, oh1):
                         d = np.uint64(((b * out.shape[1] + o) * out.shape[2] + oh) * out.shape[3] + ow0)
                         uk = np.uint64(k)
@@ -332,7 +498,7 @@ def conv_combine_k(out, tiles, starts, at, prod, p, emin, top, wrap, part, parts
                             for q in range(wo):
                                 uq = np.uint64(q)
                                 flat[d + uq] = combine(flat[d + uq], prod[uk + uq], first, p, emin, top, wrap)
-                        k += wo
+                        k += pitch[t]
 
 
 # ---------------------------------------------------------------- windows and elementwise

@@ -3,7 +3,9 @@ what the leaves computed one by one give, and an independent numpy oracle's valu
 
 Where a node's leaves are its own children (a one-level machine), each region's partials are
 added in the same order as the per-leaf path adds them, so the results are equal bit for bit,
-in every data type. Deeper machines add the partials of a region one by one into the node's
+in every data type, except that a conv2d batch computes its leaves' products in larger BLAS
+products, whose float32 sums run in another order: there, float results agree within the error
+bound of a float32 sum in any order (`within_sum_order`), integer ones bit for bit. Deeper machines add the partials of a region one by one into the node's
 output, where the per-leaf path sums each child's first: equal up to float rounding, checked
 against the oracle at the reference's tolerance (tests/compiler/test_decompose.py)."""
 from collections import Counter
@@ -78,13 +80,32 @@ def equal(a, b) -> bool:
 @pytest.mark.parametrize("dt", ["f32", "f16", "bf16", "i8"])
 @pytest.mark.parametrize("case", [dict(), dict(stride=2, pad="2,0,1,3", k=5),
                                   dict(k=1, pad="0", c=40, o=24), dict(stride=3, pad="0", k=3)])
-def test_conv2d_batches_equal_the_leaves_bit_for_bit_on_one_level(dt, case):
+def test_conv2d_batches_equal_the_leaves_on_one_level(dt, case):
     program = fractal.load_program(conv_program(dt, **case))
     feeds = generate_feeds(program, 5)
+    stride, pad = case.get("stride", 1), case.get("pad", "1")
+    pads = tuple(int(p) for p in pad.split(",")) if "," in pad else (int(pad),) * 4
+    magnitude = oracle_conv(np.abs(feeds["x"].astype(np.float64)),
+                            np.abs(feeds["w"].astype(np.float64)), stride, pads)
     for machine in ONE_LEVEL:
         batched, per_leaf, calls = runs(program, machine, feeds)
         assert calls.get("conv2d") == 1
-        assert equal(batched["y"], per_leaf["y"]), machine
+        if dt == "i8":
+            assert equal(batched["y"], per_leaf["y"]), machine
+        else:
+            within_sum_order(batched["y"], per_leaf["y"], magnitude, feeds["w"][0].size)
+
+
+def within_sum_order(got, want, magnitude, terms):
+    """got and want are two float32 sums of the same `terms` products in different orders,
+    each rounded to their type (the same): they differ by at most twice the bound of one such
+    sum, 2 n u sum|x w| (u = 2^-24), and, rounded to a narrower type, by one unit in its last
+    place of the larger more."""
+    assert got.dtype == want.dtype
+    g, w = got.astype(np.float64), want.astype(np.float64)
+    ulp = np.spacing(np.maximum(np.abs(got), np.abs(want))).astype(np.float64)
+    bound = 2 * terms * 2.0 ** -24 * magnitude + (ulp if got.dtype != np.float32 else 0)
+    assert np.all(np.abs(g - w) <= bound), float(np.max(np.abs(g - w) - bound))
 
 
 @pytest.mark.parametrize("dt", ["f32", "f16", "i8"])
