@@ -12,13 +12,20 @@ parallel on the host's cores.
 Each leaf's value is the one its leaf kernel gives, rounded once to the destination type, and it
 is stored (the first partial) or added to what its region holds and the sum rounded to the
 destination type, exactly as the per-leaf path adds a later partial:
-- conv2d and matmul (with batch axes too): im2col (conv2d, per image; the leaves reading the same
-  input region share it) and one BLAS product per leaf and batch element, float32 sgemm for the
-  float types, float64 dgemm for i8 (exact; the i32 destination wraps around); a matmul whose A
-  is one matrix for the whole batch, one product per leaf of A with its batch elements' B side
-  by side, as the leaf kernel computes it (`matmul_folded_k`), and one whose A is broadcast
-  along only some batch axes, leaf by leaf. An f32 matmul's sgemm writes straight into the
-  output region and adds a later partial there itself;
+- matmul (with batch axes too): one BLAS product per leaf and batch element, float32 sgemm for
+  the float types, float64 dgemm for i8 (exact; the i32 destination wraps around); a matmul
+  whose A is one matrix for the whole batch, one product per leaf of A with its batch elements'
+  B side by side, as the leaf kernel computes it (`matmul_folded_k`), and one whose A is
+  broadcast along only some batch axes, leaf by leaf. An f32 matmul's sgemm writes straight into
+  the output region and adds a later partial there itself;
+- conv2d: the leaves' products in few large BLAS products (`conv_units`): the leaves that sum the
+  same input channels share one im2col per image, laid out by bands of output rows (a band's
+  leaves read the image as it is, padded only where the image is; a leaf that pads inside the
+  image keeps its own), and each rectangle of output channels x output cells is one product.
+  Each leaf's value is the sum of its own channels' and taps' products, as its leaf kernel's,
+  but a larger product sums in float32 in BLAS's order for its shape, so a float value can
+  differ from the leaf kernel's in its last bits (within the bound of a float32 sum in any
+  order; integers are exact);
 - the elementwise opcodes of `ELEMENTWISE` on float data, and maxpool and avgpool: each output
   element is computed from the same source elements (or window) whichever leaf computes it, and
   the leaves' regions cover the output, so the batch computes their union, the node's output, in
@@ -219,8 +226,8 @@ def _conv2d_tiles(ins, a, tiles, out):
 
 #: the columns of a conv2d tile row that fix a leaf's pixels: X's cells and the output's
 _PIXELS = [4, 5, 6, 7, 20, 21, 22, 23]
-#: the most columns (output cells) of the leaves' im2cols one product unit puts side by side: a
-#: BLAS product of 64 rows, 288 deep, runs 1.2x as fast on 784 columns as on 49 or 3136
+#: the most columns (output cells) of the leaves' im2cols one product unit puts side by side, so
+#: that its im2col stays in cache (a unit has one band at least)
 UNIT_COLUMNS = 1024
 
 

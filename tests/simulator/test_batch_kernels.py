@@ -330,3 +330,25 @@ def test_a_matmul_whose_a_every_batch_element_shares_batches_equal_the_leaves(dt
         per_leaf = execute_plan(plan, feeds, LEAF_KERNELS)
         check_matmul(dt, program, feeds, machine, batched, per_leaf, want)
     assert boxes[True] and boxes[False], boxes          # both kinds of leaf ran
+
+
+@pytest.mark.parametrize("b_region", [(3, 8), (4, 8)])
+def test_a_leaf_that_pads_inside_the_image_keeps_its_own_im2col(b_region):
+    # two leaves side by side on one band of output rows: the right one's X region either holds
+    # every column its outputs read (3..8, the band's im2col serves both) or stops short of
+    # column 3, which the leaf then reads as padding (4..8, its own im2col); oracle: each leaf's
+    # convolution of X masked to its region, over its outputs
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 4, 8, 8)).astype(np.float32)
+    w = rng.standard_normal((6, 4, 3, 3)).astype(np.float32)
+    leaves = [((0, 5), (0, 4)), (b_region, (4, 8))]      # X columns, output columns
+    tiles = np.array([[0, 1, 0, 4, 0, 8, *xw, 0, 6, 0, 4, 0, 3, 0, 3, 0, 1, 0, 6, 0, 8, *yw, 1]
+                      for xw, yw in leaves], np.int64)
+    out = np.zeros((1, 6, 8, 8), np.float32)
+    LEAF_BATCH_KERNELS["conv2d"]([x, w], {"stride": 1, "pad": 1}, tiles, out)
+    want = np.zeros((1, 6, 8, 8))
+    for (x0, x1), (y0, y1) in leaves:
+        masked = np.zeros_like(x)
+        masked[..., x0:x1] = x[..., x0:x1]
+        want[..., y0:y1] = oracle_conv(masked, w, 1, (1, 1, 1, 1))[..., y0:y1]
+    np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
