@@ -21,7 +21,7 @@ from numba.core.extending import intrinsic
 
 from isa.reference import NP_DTYPES
 
-__all__ = ["narrow", "dest", "combine", "upcast_k", "downcast_k", "UPCAST", "NO_TABLE", "f16_table",
+__all__ = ["narrow", "dest", "combine", "combine_run", "upcast_k", "downcast_k", "UPCAST", "NO_TABLE", "f16_table",
            "F32_DEST", "F16_DEST", "BF16_DEST"]
 
 jit = njit(cache=True, error_model="numpy", nogil=True)
@@ -54,41 +54,20 @@ def _float(typingctx, b):
 @jit
 def narrow(v, p, emin, top):
     # float64 v rounded to nearest even at p significant bits (subnormals below 2^(emin-1)),
-    # +-inf beyond the largest finite value `top`: round half to even on v's own bits, the carry
-    # running into the exponent
+    # +-inf beyond the largest finite value `top`, without a branch (the loops calling it
+    # vectorize): in the normal range, half to even on v's own bits, the carry running into the
+    # exponent; below it, the FPU's own half to even at the smallest subnormal 2^(emin - p), by
+    # adding and taking away a constant whose last place that is (the sign kept: -0 stays -0);
+    # NaN and inf kept
     b = _bits(v)
-    e = np.int64((b >> np.uint64(52)) & np.uint64(0x7FF)) - 1022      # frexp's exponent
-    if e == 1025 or v == 0.0:                   # inf, NaN, 0
-        return v
-    if e >= emin:                               # a normal number of the narrow type
-        drop = np.uint64(53 - p)
-        b = (b + ((np.uint64(1) << (drop - np.uint64(1))) - np.uint64(1)) + ((b >> drop) & np.uint64(1))) \
-            & ~((np.uint64(1) << drop) - np.uint64(1))
-    else:
-        b = _subnormal(b, v, e, p, emin)
-    r = _float(b)
-    if abs(r) > top:
-        return math.copysign(math.inf, v)
-    return r
-
-
-@jit
-def _subnormal(b, v, e, p, emin):
-    # the bits of v (frexp exponent e, below the narrow type's normal range) rounded half to even
-    # to a multiple of its smallest subnormal, 2^(emin - p)
-    drop = emin - p - (e - 53)                  # low bits of the 53-bit significand to drop
-    if drop >= 54 or drop == 53 and b & np.uint64(0xFFFFFFFFFFFFF) == 0:
-        return _bits(math.copysign(0.0, v))     # below half the quantum, or a tie with 0
-    if drop == 53:
-        return _bits(math.copysign(math.ldexp(1.0, e), v))  # above half the quantum
-    one = np.uint64(1) << np.uint64(drop)
-    low = b & (one - np.uint64(1))
-    b -= low
-    half = one >> np.uint64(1)
-    odd = drop == 52 or b & one != 0            # at 52 only the implicit leading 1 is kept
-    if low > half or low == half and odd:
-        b += one
-    return b
+    drop = np.uint64(53 - p)
+    normal = _float((b + ((np.uint64(1) << (drop - np.uint64(1))) - np.uint64(1))
+                     + ((b >> drop) & np.uint64(1))) & ~((np.uint64(1) << drop) - np.uint64(1)))
+    big = math.copysign(_float(np.uint64(emin - p + 52 + 1023) << np.uint64(52)), v)
+    small = math.copysign((v + big) - big, v)
+    r = small if np.int64((b >> np.uint64(52)) & np.uint64(0x7FF)) - 1022 < emin else normal
+    r = math.copysign(math.inf, v) if abs(r) > top else r
+    return v if v != v else r
 
 
 @jit
@@ -116,6 +95,34 @@ def combine(old, v, first, p, emin, top, wrap):
     if p or wrap:
         return dest(old + v, p, emin, top, wrap)
     return np.float32(old) + np.float32(v)
+
+
+@jit
+def combine_run(dst, at, src, k, n, first, p, emin, top, wrap):
+    # dst[at + q] = combine(dst[at + q], src[k + q], ...) for q < n (flat arrays), each kind of
+    # destination its own loop, so that the loops vectorize
+    ua, uk = np.uint64(at), np.uint64(k)
+    if wrap:
+        for q in range(n):
+            uq = np.uint64(q)
+            dst[ua + uq] = combine(dst[ua + uq], src[uk + uq], first, 0, 0, 0.0, True)
+    elif p and first:
+        for q in range(n):
+            uq = np.uint64(q)
+            dst[ua + uq] = narrow(np.float64(src[uk + uq]), p, emin, top)
+    elif p:
+        for q in range(n):
+            uq = np.uint64(q)
+            dst[ua + uq] = narrow(np.float64(dst[ua + uq]) + narrow(np.float64(src[uk + uq]), p, emin, top),
+                                  p, emin, top)
+    elif first:
+        for q in range(n):
+            uq = np.uint64(q)
+            dst[ua + uq] = src[uk + uq]
+    else:
+        for q in range(n):
+            uq = np.uint64(q)
+            dst[ua + uq] = np.float32(dst[ua + uq]) + np.float32(src[uk + uq])
 
 
 @jit

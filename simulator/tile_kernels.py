@@ -19,7 +19,7 @@ from llvmlite.binding import add_symbol
 from numba import njit, types
 from scipy.linalg.cython_blas import __pyx_capi__
 
-from simulator.narrow import combine, dest, narrow
+from simulator.narrow import combine, combine_run, dest, narrow
 
 __all__ = ["groups", "matmul_tiles_k", "matmul_folded_k", "conv_units", "conv_products_k", "conv_combine_k",
            "pool_tiles_k", "elementwise_tiles_k", "unary_k"]
@@ -148,9 +148,7 @@ def matmul_tiles_k(a, b, out, tiles, starts, p, emin, top, wrap, part, parts):
                             else:
                                 y[:] = 0
                             for i in range(m):
-                                for j in range(n):
-                                    flat[c + j] = combine(flat[c + j], y[i * n + j], first, p, emin,
-                                                          top, wrap)
+                                combine_run(flat, c, y, i * n, n, first, p, emin, top, wrap)
                                 c += no
 
 
@@ -486,18 +484,8 @@ def conv_combine_k(out, tiles, starts, at, ld, pitch, img, prod, p, emin, top, w
                 for o in range(o0, o1):
                     k = at[t] + (b - n0) * img[t] + (o - o0) * ld[t]
                     for oh in range(oh0, oh1):
-                        d = np.uint64(((b * out.shape[1] + o) * out.shape[2] + oh) * out.shape[3] + ow0)
-                        uk = np.uint64(k)
-                        if first and not p and not wrap:
-                            for q in range(wo):
-                                flat[d + np.uint64(q)] = prod[uk + np.uint64(q)]
-                        elif not p and not wrap:
-                            for q in range(wo):
-                                flat[d + np.uint64(q)] += prod[uk + np.uint64(q)]
-                        else:
-                            for q in range(wo):
-                                uq = np.uint64(q)
-                                flat[d + uq] = combine(flat[d + uq], prod[uk + uq], first, p, emin, top, wrap)
+                        d = ((b * out.shape[1] + o) * out.shape[2] + oh) * out.shape[3] + ow0
+                        combine_run(flat, d, prod, k, wo, first, p, emin, top, wrap)
                         k += pitch[t]
 
 

@@ -261,11 +261,13 @@ def test_narrow_rounds_as_the_type_casts(dt, bits, emin, top):
     edges = [tiny / 2, tiny * 1.5, tiny * 2.5, tiny * 3.5, tiny * 0.75, big, big * (1 + ulp / 2),
              big * (1 + ulp / 4), tiny * 2 ** 7 * (1 + ulp / 2), tiny * 2 ** 10 * (1 + 3 * ulp / 2),
              1 + ulp / 2, 1 + 3 * ulp / 2, 1 + ulp / 2 + 2**-40, -(1 + ulp / 2), 0.0, -0.0]
+    # and one float32 bit pattern in 8,191 of all of them (every exponent, both signs, NaN)
+    spread = np.arange(0, 1 << 32, 8191, dtype=np.uint64).astype(np.uint32).view(np.float32)
     xs = np.concatenate([edges, rng.standard_normal(20000) * 10.0 ** rng.integers(-9, 6, 20000),
                          tiny * rng.uniform(-2**12, 2**12, 5000)])      # subnormal and near
-    xs = xs.astype(np.float32).astype(np.float64)   # the values kernels round: float32 products
-    with np.errstate(over="ignore"):                # beyond the largest finite value: inf
-        want = xs.astype(np.float32).astype(target).astype(np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # beyond top: inf; signaling NaNs
+        xs = np.concatenate([xs.astype(np.float32), spread]).astype(np.float64)  # as kernels
+        want = xs.astype(np.float32).astype(target).astype(np.float64)          # round them
     got = np.array([narrow(v, bits, emin, top) for v in xs])
     np.testing.assert_array_equal(got, want)
     assert np.array_equal(np.signbit(got), np.signbit(want))
