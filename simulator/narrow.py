@@ -97,10 +97,11 @@ def combine(old, v, first, p, emin, top, wrap):
     return np.float32(old) + np.float32(v)
 
 
-@jit
+@njit(cache=True, error_model="numpy", nogil=True, inline="always")
 def combine_run(dst, at, src, k, n, first, p, emin, top, wrap):
     # dst[at + q] = combine(dst[at + q], src[k + q], ...) for q < n (flat arrays), each kind of
-    # destination its own loop, so that the loops vectorize
+    # destination its own loop, so that the loops vectorize; inlined where it is called (a run
+    # can be a few elements)
     ua, uk = np.uint64(at), np.uint64(k)
     if wrap:
         for q in range(n):
