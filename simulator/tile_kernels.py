@@ -573,10 +573,12 @@ def _row(op, xf, xa, xs, yf, ya, ys, zf, za, n, p, emin, top):
     # Z[za + q] = op(X[xa + q*xs], Y[ya + q*ys]) for q < n, flat, by unsigned offsets (no
     # negative-index check); one loop per common opcode
     xa, ya, za, xs, ys = np.uint64(xa), np.uint64(ya), np.uint64(za), np.uint64(xs), np.uint64(ys)
-    if p and op == 0:
+    if p and op <= 3:                   # add, sub, mul, div: a loop each, which vectorizes
         for q in range(n):
             u = np.uint64(q)
-            zf[za + u] = narrow(np.float64(xf[xa + u * xs]) + np.float64(yf[ya + u * ys]), p, emin, top)
+            a, b = np.float64(xf[xa + u * xs]), np.float64(yf[ya + u * ys])
+            zf[za + u] = narrow(a + b if op == 0 else a - b if op == 1 else a * b if op == 2 else a / b,
+                                p, emin, top)
     elif p:
         for q in range(n):
             u = np.uint64(q)
