@@ -17,6 +17,10 @@ children's results exactly as the per-leaf path does: regions of one output in t
 (the partials of the regions of one step combined in one call of the reduction instruction,
 itself run on the stack), distinct regions apart.
 
+An extension whose split rules all concatenate their pieces (no reduction, no window halo) is
+run once on the node's whole operands instead: a piece's outputs depend on its own elements
+only, so the body on the whole gives every leaf's values, without walking the calls.
+
 Not every node can run so: a node whose reduction merges sorted runs or picks positions (argmax,
 argmin, merge), or whose outputs are positions, is run by `run_node` (`run_extension_node`
 returns None).
@@ -107,8 +111,21 @@ def run_extension_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray],
     cache = {} if cache is None else cache
     if node.kind != PlanKind.SPLIT or _entry(plan, node, cache) is None:
         return None
+    task = node.task
+    if _concatenates(task.spec.decl):
+        # every leaf's piece is independent of the others and the leaves' output regions
+        # together are the node's outputs: the body run once on the node's operands gives every
+        # leaf's values (each element from the same elements, by the same kernels)
+        ins = [Operand(np.asarray(x)[None], True) for x in inputs]
+        return [r.of(1)[0] for r in run_stacked(task.spec, ins, task.attr, list(task.outputs), 1)]
     outs = _run(plan, node, [Operand(np.asarray(x), False) for x in inputs], 1, cache)
     return [o[0] for o in outs]
+
+
+def _concatenates(decl) -> bool:
+    """Whether every split rule of an extension concatenates its pieces (no reduction, no
+    window halo), so that a piece's outputs depend on its own elements only."""
+    return decl is not None and all(s.reduce is None and s.window is None for s in decl.splits)
 
 
 def _run(plan: Plan, node: NodePlan, ins: list[Operand], n: int, cache: dict) -> list[np.ndarray]:
