@@ -112,7 +112,7 @@ def run_extension_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray],
     if node.kind != PlanKind.SPLIT or _entry(plan, node, cache) is None:
         return None
     task = node.task
-    if _concatenates(task.spec.decl):
+    if _concatenates(task.spec):
         # every leaf's piece is independent of the others and the leaves' output regions
         # together are the node's outputs: the body run once on the node's operands gives every
         # leaf's values (each element from the same elements, by the same kernels)
@@ -122,10 +122,19 @@ def run_extension_node(plan: Plan, node: NodePlan, inputs: list[np.ndarray],
     return [o[0] for o in outs]
 
 
-def _concatenates(decl) -> bool:
+def _concatenates(spec) -> bool:
     """Whether every split rule of an extension concatenates its pieces (no reduction, no
-    window halo), so that a piece's outputs depend on its own elements only."""
-    return decl is not None and all(s.reduce is None and s.window is None for s in decl.splits)
+    window halo), so that a piece's outputs depend on its own elements only, and its body uses
+    no BLAS product (whose float sums can differ in their last bits with the product's shape)."""
+    decl = spec.decl
+    return (decl is not None and all(s.reduce is None and s.window is None for s in decl.splits)
+            and _without_blas(spec))
+
+
+def _without_blas(spec) -> bool:
+    return all(i.opcode not in ("matmul", "conv2d") and
+               (spec.table[i.opcode].decl is None or _without_blas(spec.table[i.opcode]))
+               for i in spec.decl.body)
 
 
 def _run(plan: Plan, node: NodePlan, ins: list[Operand], n: int, cache: dict) -> list[np.ndarray]:

@@ -166,3 +166,51 @@ def test_a_stacked_matmul_equals_each_calls_leaf_kernel(a_stacked, b_stacked):
         np.testing.assert_array_equal(out.value[i], want)
         np.testing.assert_allclose(want, (a[i] if a_stacked else a).astype(np.float64)
                                    @ (b[i] if b_stacked else b), rtol=1e-5, atol=1e-5)
+
+
+def test_an_extension_whose_pieces_only_concatenate_runs_once_on_the_whole(monkeypatch):
+    # layernorm, rmsnorm, gelu, silu and rope split without a reduction or a halo: each runs its
+    # body once on the node's operands, without walking the node's calls; attention, whose key
+    # blocks merge, walks them
+    import simulator.extension_batch as eb
+    walked = []
+    real = eb._run
+    monkeypatch.setattr(eb, "_run", lambda plan, node, *rest: walked.append(node.task.opcode)
+                        or real(plan, node, *rest))
+    machine = MACHINES["tiny-3x5"]()
+    ran, split = set(), set()
+    for text in (LAYERS, ATTENTION):
+        program = parse_program(text, HERE)
+        got, per_leaf, stacked, plan = _both(program, machine, generate_feeds(program, 3))
+        _same(got, per_leaf)
+        ran |= set(stacked)
+        split |= {r.task.opcode for r in plan.roots if r.task.ext and r.kind == PlanKind.SPLIT}
+    assert "attention" in split and "attention" in walked
+    assert not {"layernorm", "rmsnorm", "gelu", "gelu_tanh", "silu", "rope"} & set(walked)
+    assert {"layernorm", "gelu"} <= split & ran
+
+
+def test_a_concatenating_extension_with_a_product_in_its_body_walks_its_calls(monkeypatch):
+    # a BLAS product's float sums can change with its shape: such a body runs on the leaves'
+    # own pieces, stacked, as their values are defined
+    import simulator.extension_batch as eb
+    text = """extension proj(y: f32[R, N] <- x: f32[R, K], w: f32[K, N])
+  split R
+  matmul y, x, w
+end
+tensor x : f32[24, 16] input
+tensor w : f32[16, 8] param
+tensor y : f32[24, 8] output
+proj y, x, w
+"""
+    walked = []
+    real = eb._run
+    monkeypatch.setattr(eb, "_run", lambda plan, node, *rest: walked.append(node.task.opcode)
+                        or real(plan, node, *rest))
+    program = parse_program(text, "<proj>")
+    feeds = generate_feeds(program, 1)
+    got, per_leaf, stacked, _ = _both(program, MACHINES["tiny-3x5"](), feeds)
+    _same(got, per_leaf)
+    assert "proj" in walked and "proj" in stacked
+    np.testing.assert_allclose(got["y"], feeds["x"].astype(np.float64) @ feeds["w"], rtol=1e-5,
+                               atol=1e-5)
