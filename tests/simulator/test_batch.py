@@ -86,6 +86,15 @@ def test_a_node_runs_all_the_leaves_below_it_in_one_call(shape, machine):
     np.testing.assert_allclose(got, feeds["a"].astype(np.float64) @ feeds["b"], rtol=1e-4, atol=1e-3)
 
 
+def _widths_copied(monkeypatch) -> list:
+    """A list that gets (row length before, after) of every B `_rows_apart` is given."""
+    import simulator.batch_kernels as bk
+    widths = []
+    monkeypatch.setattr(bk, "_rows_apart", lambda b, work, apart=bk._rows_apart: widths.append(
+        (b.shape[-1], apart(b, work).shape[-1])) or apart(b, work))
+    return widths
+
+
 @pytest.mark.parametrize("a_shape, b_shape", [((40, 96), (96, 1024)), ((3, 40, 64), (3, 64, 2048)),
                                               ((40, 64), (3, 64, 1024))])
 def test_a_b_whose_rows_share_cache_sets_gives_the_same_products(a_shape, b_shape, monkeypatch):
@@ -100,9 +109,7 @@ def test_a_b_whose_rows_share_cache_sets_gives_the_same_products(a_shape, b_shap
         f"tensor c : f32[{', '.join(map(str, out_shape))}] output\nmatmul c, a, b\n", "<matmul>")
     plan = compile_program(program, fractal.build_machine("f1", 2, (3, 2)))
     feeds = generate_feeds(program, 4)
-    widths = []
-    monkeypatch.setattr(bk, "_rows_apart", lambda b, work, apart=bk._rows_apart: widths.append(
-        (b.shape[-1], apart(b, work).shape[-1])) or apart(b, work))
+    widths = _widths_copied(monkeypatch)
     padded = execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS)["c"]
     assert widths and all(after == before + 16 for before, after in widths)
     widths.clear()
@@ -117,14 +124,11 @@ def test_a_b_whose_rows_share_cache_sets_gives_the_same_products(a_shape, b_shap
 def test_a_b_each_product_reads_once_is_not_copied(monkeypatch):
     # a matrix-vector product reads each element of B once: copying B would cost more than the
     # product (1 x 512 @ 512 x 1024, rows 4 KB apart)
-    import simulator.batch_kernels as bk
     program = parse_program("tensor a : f32[1, 512] input\ntensor b : f32[512, 1024] param\n"
                             "tensor c : f32[1, 1024] output\nmatmul c, a, b\n", "<matvec>")
     plan = compile_program(program, fractal.build_machine("f1", 2, (3, 2)))
     feeds = generate_feeds(program, 4)
-    widths = []
-    monkeypatch.setattr(bk, "_rows_apart", lambda b, work, apart=bk._rows_apart: widths.append(
-        (b.shape[-1], apart(b, work).shape[-1])) or apart(b, work))
+    widths = _widths_copied(monkeypatch)
     got = execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS)["c"]
     assert widths and all(after == before for before, after in widths)
     np.testing.assert_allclose(got, feeds["a"].astype(np.float64) @ feeds["b"], rtol=1e-4, atol=1e-3)
