@@ -220,12 +220,12 @@ def _own(value, inputs: list) -> np.ndarray:
 
 def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS,
                  batch: dict | None = None, cache: dict | None = None,
-                 extension=None) -> dict[str, np.ndarray]:
+                 extension=None, watch=None) -> dict[str, np.ndarray]:
     """Run a whole program's plan; return its output tensors. `cache`, a dict passed again to
     later runs of the same plan with the same `batch`, keeps every node's child calls and tile
     tables between runs. `extension(plan, root, inputs, cache)`, if given, runs an extension
     instruction's root in its own way and returns its outputs, or None to leave it to
-    `run_node`."""
+    `run_node`. `watch(instruction, values)`, if given, sees each instruction's results."""
     program = plan.program
     env = {k: np.asarray(v) for k, v in feeds.items()}
     env.update({t.name: np.zeros(t.type.shape, NP_DTYPES[t.type.dtype])
@@ -245,4 +245,6 @@ def execute_plan(plan: Plan, feeds: dict[str, np.ndarray], leaf_fn=SEMANTICS,
             raise
         for name, value in zip(ins.operands[:n_out], values):
             env[name] = _own(value, inputs)
+        if watch is not None:
+            watch(ins, [env[name] for name in ins.operands[:n_out]])
     return {t.name: env[t.name] for t in program.outputs}

@@ -17,7 +17,7 @@ from simulator.engine import Engine
 from simulator.batch_kernels import LEAF_BATCH_KERNELS
 from simulator.extension_batch import run_extension_node
 from simulator.kernels import LEAF_KERNELS
-from simulator.report import InstructionReport, Report, check_report
+from simulator.report import FirstNonFinite, InstructionReport, Report, check_report
 
 __all__ = ["simulate", "compute_outputs", "EXACT_MODE_LIMIT"]
 
@@ -62,7 +62,8 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
     energy = plan_energy(plan, seconds)
     stats, _ = plan_stats(plan)
     ops = sum(r.task.ops for r in plan.roots)
-    outputs = compute_outputs(plan, feeds) if functional else {}
+    overflow = FirstNonFinite(feeds)
+    outputs = compute_outputs(plan, feeds, watch=overflow) if functional else {}
     area = machine_area(m)
     report = Report(
         program=plan.program.file, machine=m.name, mode=mode, functional=functional,
@@ -81,7 +82,7 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
         fraction_of_bound=bound_cycles / total if total else 0.0,
         estimated_cycles=sum(r.est_cycles for r in plan.roots), objective=plan.objective,
         leaf_compute_joules=energy.compute, outputs=outputs, area_mm2=area.total,
-        process_nm=m.process_nm)
+        process_nm=m.process_nm, first_nonfinite=overflow.found)
     check_report(report)
     report.wall_seconds = time.perf_counter() - start
     return report, engine
@@ -122,7 +123,7 @@ def _blas_pools() -> ThreadpoolController:
     return ThreadpoolController()
 
 
-def compute_outputs(plan: Plan, feeds: dict, cache: dict | None = None) -> dict:
+def compute_outputs(plan: Plan, feeds: dict, cache: dict | None = None, watch=None) -> dict:
     """The leaves compute the outputs, each leaf kernel on one thread: a leaf is one accelerator,
     and BLAS thread pools started inside thousands of small leaf products only contend. The
     leaves below a node run in batches: one call per node for matmul, conv2d, pooling and
@@ -131,7 +132,7 @@ def compute_outputs(plan: Plan, feeds: dict, cache: dict | None = None) -> dict:
     later runs of the same plan)."""
     with _blas_pools().limit(limits=1, user_api="blas"):
         return execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS, cache,
-                            run_extension_node)
+                            run_extension_node, watch)
 
 
 def _check_pieces(engine: Engine) -> None:
