@@ -170,10 +170,10 @@ def _six(x: np.ndarray, dtype) -> np.ndarray:
 _ALIASED_ROWS = 4096
 
 
-#: the least multiply-adds per element of B for which `_rows_apart` copies B: the copy is one
-#: more pass over B, which a product reading each element of B a few times (a matrix-vector
-#: product: once) does not win back (VGG-16's first fully connected layer at batch 1 spends 47 ms
-#: in its products and spent 235 ms copying its 411 MB of weights)
+#: the least multiply-adds per element of B for which `_rows_apart` copies B: the copy reads and
+#: writes all of B, which a product reading each element of B a few times (a matrix-vector
+#: product: once) does not win back (VGG-16's first fully connected layer at batch 1 copied its
+#: 411 MB of weights on every run)
 _COPY_READS = 8
 
 
