@@ -113,6 +113,7 @@ class ReferenceResult:
     ops: int
     wall_seconds: float
     seed: int
+    first_nonfinite: dict | None = None     # where the first NaN or inf came from
 
     def to_json(self) -> dict:
         outs = {}
@@ -121,10 +122,10 @@ class ReferenceResult:
             stats = {"shape": list(t.shape), "dtype": t.dtype}
             if v.size:
                 stats.update(min=float(v.min()), max=float(v.max()), mean=float(v.mean(dtype=np.float64)))
-            outs[name] = stats
+            outs[name] = {**stats, **dict(zip(("nan", "inf"), _ref.nonfinite(v)))}
         return {"program": self.program.file, "mode": "reference", "seed": self.seed,
                 "instructions": len(self.program.instructions), "ops": self.ops,
-                "outputs": outs}
+                "outputs": outs, "first_nonfinite": self.first_nonfinite}
 
 
 def reference(program: str | Path | Program, inputs: list[str] | dict | None = None,
@@ -141,5 +142,7 @@ def reference(program: str | Path | Program, inputs: list[str] | dict | None = N
     program = load_program(program)
     feeds = _feeds(program, inputs, inputs_npz, seed, sidecar)
     start = time.perf_counter()
-    outputs = _ref.run_reference(program, feeds)
-    return ReferenceResult(program, outputs, program_ops(program), time.perf_counter() - start, seed)
+    overflow = _ref.FirstNonFinite(feeds)
+    outputs = _ref.run_reference(program, feeds, watch=overflow)
+    return ReferenceResult(program, outputs, program_ops(program), time.perf_counter() - start, seed,
+                           overflow.found)

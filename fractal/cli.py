@@ -207,7 +207,7 @@ def _progress(i: int, n: int, what: str):
 def _cmd_run(args, out) -> int:
     # lazy: the API and the reference interpreter load numpy and the compiler (~0.2 s)
     from fractal import api
-    from isa.reference import save_outputs
+    from isa.reference import nonfinite_note, save_outputs
     machine = None
     if args.reference:
         res = api.reference(args.file, args.input, args.inputs, args.seed)
@@ -219,7 +219,7 @@ def _cmd_run(args, out) -> int:
             shape = "[" + ", ".join(map(str, s["shape"])) + "]"
             stats = f"min {s['min']:.6g}  max {s['max']:.6g}  mean {s['mean']:.6g}" if "min" in s else ""
             text.append(f"  {name:<12} {s['dtype']}{shape:<18} {stats}")
-        text = "\n".join(text)
+        text = "\n".join(text + nonfinite_note(outputs, res.first_nonfinite))
     else:
         if args.timing_only and (args.input or args.inputs or args.save_outputs):
             raise UserError("--timing-only computes no data: drop --input/--inputs/--save-outputs, "

@@ -35,7 +35,8 @@ from isa.opcodes import OPCODES, OpSpec, conv_out, pads
 from isa.program import FLOAT_DTYPES, Instruction, Program, TensorType
 
 __all__ = ["SEMANTICS", "NP_DTYPES", "lowest", "dtype_name", "cast_array", "execute_instruction", "run_reference", "generate_feeds",
-           "load_feeds", "read_npz_feeds", "conform_feed", "save_outputs", "gather_index_error"]
+           "load_feeds", "read_npz_feeds", "conform_feed", "save_outputs", "gather_index_error",
+           "nonfinite", "FirstNonFinite", "nonfinite_note"]
 
 NP_DTYPES = {"f32": np.dtype(np.float32), "i32": np.dtype(np.int32),
              "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
@@ -429,9 +430,10 @@ def execute_instruction(instr: Instruction, env: dict[str, np.ndarray],
 
 
 def run_program(program: Program, feeds: dict[str, np.ndarray], table: dict,
-                core: dict | None = None) -> dict[str, np.ndarray]:
+                core: dict | None = None, watch=None) -> dict[str, np.ndarray]:
     """Run a checked program with the given opcode table (core opcodes computed by `core`,
-    numpy's semantics by default); return its outputs."""
+    numpy's semantics by default); return its outputs. `watch(instruction, values)`, if given,
+    sees each instruction's results."""
     types = program.types
     env: dict[str, np.ndarray] = {}
     for t in program.tensors:
@@ -446,12 +448,16 @@ def run_program(program: Program, feeds: dict[str, np.ndarray], table: dict,
             if e.source_line is None and e.where == instr.loc:
                 e.source_line = program.source_line(instr.loc)
             raise
+        if watch is not None:
+            watch(instr, [env[d] for d in instr.operands[:table[instr.opcode].outputs]])
     return {t.name: env[t.name] for t in program.outputs}
 
 
-def run_reference(program: Program, feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Run a checked program on `feeds` (one array per input and param); return its outputs."""
-    return run_program(program, feeds, opcode_table(program))
+def run_reference(program: Program, feeds: dict[str, np.ndarray],
+                  watch=None) -> dict[str, np.ndarray]:
+    """Run a checked program on `feeds` (one array per input and param); return its outputs.
+    `watch`: as `run_program`'s."""
+    return run_program(program, feeds, opcode_table(program), watch=watch)
 
 
 # ---------------------------------------------------------------- data in and out
@@ -609,3 +615,50 @@ def save_outputs(outputs: dict[str, np.ndarray], directory: str | os.PathLike,
         raise UserError(f"cannot write outputs to {e.filename or directory}: {e.strerror or e}",
                         where or str(directory)) from None
     return written
+
+
+# ---------------------------------------------------------------- where NaN and inf come from
+
+def nonfinite(v: np.ndarray) -> tuple[int, int]:
+    """(NaN values, infinite values) of a float array; (0, 0) for integers."""
+    if v.dtype.kind in "iub":
+        return 0, 0
+    x = np.asarray(v, np.float32) if v.dtype.kind != "f" else v
+    nan = int(np.count_nonzero(np.isnan(x)))
+    return nan, int(np.count_nonzero(np.isinf(x)))
+
+
+class FirstNonFinite:
+    """Watches a run (the `watch` of `run_program` or of `compiler.execute_plan`) for where its
+    first NaN or infinity came from (`found`): a fed tensor that holds one ({"input": name}), else the first
+    instruction whose results hold one ({"line", "instruction"}), every instruction before it
+    having given finite values."""
+
+    def __init__(self, feeds: dict | None = None):
+        self.found: dict | None = None
+        for name, v in (feeds or {}).items():
+            if sum(nonfinite(np.asarray(v))):
+                self.found = {"input": name}
+                break
+
+    def __call__(self, ins, values) -> None:
+        if self.found is None and any(sum(nonfinite(v)) for v in values):
+            self.found = {"line": ins.loc.line if ins.loc else None, "instruction": ins.to_text()}
+
+
+def nonfinite_note(outputs: dict, first: dict | None) -> list[str]:
+    """Lines saying which outputs hold NaN or inf, and where the first such value came from."""
+    held = [(name, *nonfinite(v), v.size) for name, v in outputs.items()]
+    held = [h for h in held if h[1] or h[2]]
+    if not held:
+        return []
+    lines = [""] + [f"  note: {name} holds {nan:,} NaN and {inf:,} infinite values of {n:,}"
+                    for name, nan, inf, n in held]
+    if first and "input" in first:
+        lines.append(f"  the fed tensor {first['input']} holds NaN or infinite values")
+    elif first:
+        at = f"line {first['line']}, " if first["line"] else ""
+        lines.append(f"  the first came from {at}'{first['instruction']}'; every instruction "
+                     f"before it gave finite values (a result beyond its type's largest value, "
+                     f"65,504 for f16, is infinite; inf - inf is NaN)")
+    return lines

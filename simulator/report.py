@@ -9,35 +9,9 @@ import numpy as np
 
 from compiler.tables import frame, html_table
 from isa.errors import InternalError
+from isa.reference import nonfinite, nonfinite_note
 
-__all__ = ["InstructionReport", "Report", "check_report", "FirstNonFinite", "nonfinite"]
-
-
-def nonfinite(v: np.ndarray) -> tuple[int, int]:
-    """(NaN values, infinite values) of a float array; (0, 0) for integers."""
-    if v.dtype.kind in "iub":
-        return 0, 0
-    x = np.asarray(v, np.float32) if v.dtype.kind != "f" else v
-    nan = int(np.count_nonzero(np.isnan(x)))
-    return nan, int(np.count_nonzero(np.isinf(x)))
-
-
-class FirstNonFinite:
-    """Watches a functional run (`execute_plan`'s `watch`) for where its first NaN or infinity
-    came from (`found`): a fed tensor that holds one ({"input": name}), else the first
-    instruction whose results hold one ({"line", "instruction"}), every instruction before it
-    having given finite values."""
-
-    def __init__(self, feeds: dict | None = None):
-        self.found: dict | None = None
-        for name, v in (feeds or {}).items():
-            if sum(nonfinite(np.asarray(v))):
-                self.found = {"input": name}
-                break
-
-    def __call__(self, ins, values) -> None:
-        if self.found is None and any(sum(nonfinite(v)) for v in values):
-            self.found = {"line": ins.loc.line if ins.loc else None, "instruction": ins.to_text()}
+__all__ = ["InstructionReport", "Report", "check_report"]
 
 
 @dataclass(frozen=True)
@@ -200,26 +174,8 @@ class Report:
                 stats = ([float(np.min(v)), float(np.max(v)), float(np.mean(v, dtype=np.float64))]
                          if v.size else [])
                 lines.append(f"  {name:<12} {kind:<24} " + " ".join(f"{x:>12.6g}" for x in stats))
-            lines += _nonfinite_note(self.outputs, self.first_nonfinite)
+            lines += nonfinite_note(self.outputs, self.first_nonfinite)
         return "\n".join(lines)
-
-
-def _nonfinite_note(outputs: dict, first: dict | None) -> list[str]:
-    """Lines saying which outputs hold NaN or inf, and where the first such value came from."""
-    held = [(name, *nonfinite(v), v.size) for name, v in outputs.items()]
-    held = [h for h in held if h[1] or h[2]]
-    if not held:
-        return []
-    lines = [""] + [f"  note: {name} holds {nan:,} NaN and {inf:,} infinite values of {n:,}"
-                    for name, nan, inf, n in held]
-    if first and "input" in first:
-        lines.append(f"  the fed tensor {first['input']} holds NaN or infinite values")
-    elif first:
-        at = f"line {first['line']}, " if first["line"] else ""
-        lines.append(f"  the first came from {at}'{first['instruction']}'; every instruction "
-                     f"before it gave finite values (a result beyond its type's largest value, "
-                     f"65,504 for f16, is infinite; inf - inf is NaN)")
-    return lines
 
 
 def _floor_name(bound: str) -> str:

@@ -11,13 +11,14 @@ from compiler.execute import execute_plan
 from compiler.plan import Plan, PlanKind, level_counts
 from compiler.verify import compulsory_bytes, plan_stats
 from isa.errors import InternalError, UserError
+from isa.reference import FirstNonFinite
 from machine.area import machine_area
 from simulator.energy import plan_energy
 from simulator.engine import Engine
 from simulator.batch_kernels import LEAF_BATCH_KERNELS
 from simulator.extension_batch import run_extension_node
 from simulator.kernels import LEAF_KERNELS
-from simulator.report import FirstNonFinite, InstructionReport, Report, check_report
+from simulator.report import InstructionReport, Report, check_report
 
 __all__ = ["simulate", "compute_outputs", "EXACT_MODE_LIMIT"]
 

@@ -65,3 +65,12 @@ def test_a_fed_nan_is_named_as_the_source_and_a_finite_run_has_no_note():
                          inputs={"x": np.ones((4, 8), np.float16), "w": np.ones((8, 4), np.float16)})
     assert finite.first_nonfinite is None and "note:" not in finite.text()
     assert finite.to_json()["outputs"]["z"]["nan"] == 0
+
+
+def test_the_reference_run_names_the_same_instruction():
+    from fractal import api
+    feeds = {"x": np.full((4, 8), 100, np.float16), "w": np.full((8, 4), 100, np.float16)}
+    res = api.reference(fractal.load_program(OVERFLOW), inputs=feeds)
+    assert res.first_nonfinite == {"line": 7, "instruction": "matmul y, r, w"}
+    out = res.to_json()
+    assert out["outputs"]["z"]["nan"] == 16 and out["first_nonfinite"]["line"] == 7
