@@ -49,8 +49,9 @@ from isa.program import TensorType
 from isa.reference import NP_DTYPES, dtype_name
 from simulator.kernels import LEAF_KERNELS
 from simulator.narrow import BF16_DEST, F16_DEST, F32_DEST, NO_TABLE, UPCAST, downcast_k, f16_table, upcast_k
-from simulator.tile_kernels import (conv_combine_k, conv_products_k, conv_units, elementwise_tiles_k,
-                                    groups, matmul_folded_k, matmul_tiles_k, pool_tiles_k, unary_k)
+from simulator.tile_kernels import (PIXELS, conv_combine_k, conv_products_k, conv_units,
+                                    elementwise_tiles_k, groups, matmul_folded_k, matmul_tiles_k,
+                                    pool_tiles_k, unary_k)
 
 __all__ = ["LEAF_BATCH_KERNELS", "warm_up_batches"]
 
@@ -213,7 +214,7 @@ def _conv2d_tiles(ins, a, tiles, out):
     for lo, hi in _chunks(sizes):
         part = tiles[lo:hi]
         # by images, channels, W's first channel, pixels, first output channel (the last key first)
-        order = np.lexsort(part[:, [8, *_PIXELS[::-1], 10, 3, 2, 1, 0]].T)
+        order = np.lexsort(part[:, [8, *PIXELS[::-1], 10, 3, 2, 1, 0]].T)
         units, bands, rects, at, ld, pitch, img, size = conv_units(
             part, order, *w.shape[2:], a["stride"], top, left, *x.shape[2:], UNIT_COLUMNS)
         prod = _scratch(size, mac)
@@ -224,8 +225,6 @@ def _conv2d_tiles(ins, a, tiles, out):
     done()
 
 
-#: the columns of a conv2d tile row that fix a leaf's pixels: X's cells and the output's
-_PIXELS = [4, 5, 6, 7, 20, 21, 22, 23]
 #: the most columns (output cells) of the leaves' im2cols one product unit puts side by side, so
 #: that its im2col stays in cache (a unit has one band at least)
 UNIT_COLUMNS = 1024

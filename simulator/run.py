@@ -130,7 +130,7 @@ def compute_outputs(plan: Plan, feeds: dict, cache: dict | None = None, watch=No
     leaves below a node run in batches: one call per node for matmul, conv2d, pooling and
     elementwise opcodes (`simulator.batch_kernels`), one call per body instruction for an
     extension's (`simulator.extension_batch`). `cache`: see `execute_plan` (a dict kept for
-    later runs of the same plan)."""
+    later runs of the same plan); `watch(instruction, values)` sees each instruction's results."""
     with _blas_pools().limit(limits=1, user_api="blas"):
         return execute_plan(plan, feeds, LEAF_KERNELS, LEAF_BATCH_KERNELS, cache,
                             run_extension_node, watch)

@@ -251,6 +251,10 @@ def _im2col(x, b, c0, c1, h0, h1, w0, w1, oh0, oh1, ow0, ow1, kh, kw, s, pt, pl,
                     d += wo
 
 
+#: the columns of a conv2d tile row that fix a leaf's pixels: X's cells and the output's
+PIXELS = (4, 5, 6, 7, 20, 21, 22, 23)
+
+
 @jit
 def _same(tiles, t, u, cols):
     for c in cols:
@@ -292,7 +296,7 @@ def conv_units(tiles, order, kh, kw, s, pt, pl, hgt, wid, most_columns):
     # its products are rectangles (output channels x columns). Returns
     #   units [U, 5]: first and end band, first and end output channel, and the offset of its
     #     products in the scratch, [images][output channels][columns];
-    #   bands [B, 7]: a row of the band (channels, images), its first column in the unit, its
+    #   bands [B, 10]: a row of the band (channels, images), its first column in the unit, its
     #     X cells (h0, h1, w0, w1) and its output cells (oh0, oh1, ow0, ow1);
     #   rects [R, 5]: unit, first and end output channel, first and end column;
     #   at, ld, pitch, img: per row, where its product starts in the scratch, the elements
@@ -305,13 +309,14 @@ def conv_units(tiles, order, kh, kw, s, pt, pl, hgt, wid, most_columns):
     nb = 0
     for i in range(n):
         if i == 0 or not (_same(tiles, order[i], order[i - 1], key)
-                          and _same(tiles, order[i], order[i - 1], (4, 5, 6, 7, 20, 21, 22, 23))):
+                          and _same(tiles, order[i], order[i - 1], PIXELS)):
             bstart[nb] = i
             nb += 1
     bstart[nb] = n
     # bands: runs of blocks
     bands = np.empty((nb, 10), np.int64)          # row, column, h0, h1, w0, w1, oh0, oh1, ow0, ow1
     band_of = np.empty(nb, np.int64)
+    band_first = np.empty(nb + 1, np.int64)       # each band's first block, then the end
     nband = 0
     for b in range(nb):
         t = order[bstart[b]]
@@ -329,9 +334,10 @@ def conv_units(tiles, order, kh, kw, s, pt, pl, hgt, wid, most_columns):
                 continue
         bands[nband] = (t, 0, tiles[t, 4], tiles[t, 5], tiles[t, 6], tiles[t, 7],
                         tiles[t, 20], tiles[t, 21], tiles[t, 22], tiles[t, 23])
-        band_of[b] = nband
+        band_of[b], band_first[nband] = nband, b
         nband += 1
     bands = bands[:nband]
+    band_first[nband] = nb
     # units: runs of bands of one key
     units = np.empty((nband, 5), np.int64)
     nu = 0
@@ -352,16 +358,13 @@ def conv_units(tiles, order, kh, kw, s, pt, pl, hgt, wid, most_columns):
     # output channels and scratch offsets of the units
     scratch = 0
     for u in range(nu):
-        first = bstart[_first_block(band_of, units[u, 0])]
-        last = bstart[_first_block(band_of, units[u, 1]) if units[u, 1] < nband else nb]
+        first, last = bstart[band_first[units[u, 0]]], bstart[band_first[units[u, 1]]]
         o_lo, o_hi = tiles[order[first], 8], tiles[order[first], 9]
         for i in range(first, last):
             o_lo, o_hi = min(o_lo, tiles[order[i], 8]), max(o_hi, tiles[order[i], 9])
-        q = units[u, 1] - 1
-        columns = bands[q, 1] + (bands[q, 7] - bands[q, 6]) * (bands[q, 9] - bands[q, 8])
         units[u, 2], units[u, 3], units[u, 4] = o_lo, o_hi, scratch
         t = bands[units[u, 0], 0]
-        scratch += (tiles[t, 1] - tiles[t, 0]) * (o_hi - o_lo) * columns
+        scratch += (tiles[t, 1] - tiles[t, 0]) * (o_hi - o_lo) * _columns(bands, units[u, 1])
     # the rows' places, and the rectangles: per band, its first block's runs of contiguous
     # output channels (every block of a band has the same)
     at, ld, pitch, img = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
@@ -370,8 +373,7 @@ def conv_units(tiles, order, kh, kw, s, pt, pl, hgt, wid, most_columns):
     for b in range(nb):
         q = band_of[b]
         u = unit_of[q]
-        last = units[u, 1] - 1
-        columns = bands[last, 1] + (bands[last, 7] - bands[last, 6]) * (bands[last, 9] - bands[last, 8])
+        columns = _columns(bands, units[u, 1])
         width = bands[q, 9] - bands[q, 8]
         span = units[u, 3] - units[u, 2]
         lead = b == 0 or band_of[b - 1] != q
@@ -389,15 +391,6 @@ def conv_units(tiles, order, kh, kw, s, pt, pl, hgt, wid, most_columns):
                     rects[nr] = (u, tiles[t, 8], tiles[t, 9], c0, c1)
                     nr += 1
     return units, bands, _merged(rects[:nr]), at, ld, pitch, img, scratch
-
-
-@jit
-def _first_block(band_of, q):
-    # the first block of band q
-    for b in range(len(band_of)):
-        if band_of[b] == q:
-            return b
-    return len(band_of)
 
 
 @jit
