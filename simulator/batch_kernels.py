@@ -25,7 +25,9 @@ destination type, exactly as the per-leaf path adds a later partial:
   Each leaf's value is the sum of its own channels' and taps' products, as its leaf kernel's,
   but a larger product sums in float32 in BLAS's order for its shape, so a float value can
   differ from the leaf kernel's in its last bits (within the bound of a float32 sum in any
-  order; integers are exact);
+  order; integers are exact). In a wide destination (f32, i32), where no partial is rounded on
+  its own, the partials of a region over consecutive input channels are one product
+  (`join_partials`): the same sum in another order;
 - the elementwise opcodes of `ELEMENTWISE` on float data, and maxpool and avgpool: each output
   element is computed from the same source elements (or window) whichever leaf computes it, and
   the leaves' regions cover the output, so the batch computes their union, the node's output, in
@@ -50,7 +52,7 @@ from isa.reference import NP_DTYPES, dtype_name
 from simulator.kernels import LEAF_KERNELS
 from simulator.narrow import BF16_DEST, F16_DEST, F32_DEST, NO_TABLE, UPCAST, downcast_k, f16_table, upcast_k
 from simulator.tile_kernels import (PIXELS, conv_combine_k, conv_products_k, conv_units,
-                                    elementwise_tiles_k, groups, matmul_folded_k, matmul_tiles_k,
+                                    elementwise_tiles_k, groups, join_partials, matmul_folded_k, matmul_tiles_k,
                                     pool_tiles_k, unary_k)
 
 __all__ = ["LEAF_BATCH_KERNELS", "warm_up_batches"]
@@ -209,6 +211,8 @@ def _conv2d_tiles(ins, a, tiles, out):
     top, left, _, _ = pads(a)
     x, w = _c(ins[0], mac), _c(ins[1], mac)
     buf, target, done = _buffer(out)
+    if not target[0]:                       # wide destination: no partial is rounded apart
+        tiles = join_partials(tiles, groups(tiles, 16, 24), 2, 10)     # X's and W's channels
     sizes = np.prod(tiles[:, [17, 19, 21, 23]] - tiles[:, [16, 18, 20, 22]], axis=1)
     work = int(sizes.sum()) * (tiles[0, 3] - tiles[0, 2] if len(tiles) else 0) * w.shape[2] * w.shape[3]
     for lo, hi in _chunks(sizes):
@@ -218,16 +222,21 @@ def _conv2d_tiles(ins, a, tiles, out):
         units, bands, rects, at, ld, pitch, img, size = conv_units(
             part, order, *w.shape[2:], a["stride"], top, left, *x.shape[2:], UNIT_COLUMNS)
         prod = _scratch(size, mac)
-        _parallel(conv_products_k, (x, w, part, units, bands, rects, prod, a["stride"], top, left),
-                  work)
+        _parallel(conv_products_k, (x, w, part, units, bands, rects, prod, a["stride"], top, left,
+                                    len(units) < UNITS_EACH * numba.config.NUMBA_NUM_THREADS), work)
         _parallel(conv_combine_k, (buf, part, groups(part, 16, 24), at, ld, pitch, img, prod,
                                    *target), work)
     done()
 
 
+#: the least units per thread for which the threads share out a conv2d batch's units, rather
+#: than each unit's output channels (each thread then builds every unit's im2col)
+UNITS_EACH = 2
+
+
 #: the most columns (output cells) of the leaves' im2cols one product unit puts side by side, so
 #: that its im2col stays in cache (a unit has one band at least)
-UNIT_COLUMNS = 1024
+UNIT_COLUMNS = 512
 
 
 #: the most elements of leaf products one batch call keeps at once

@@ -21,7 +21,7 @@ from scipy.linalg.cython_blas import __pyx_capi__
 
 from simulator.narrow import combine, combine_run, dest, narrow
 
-__all__ = ["groups", "matmul_tiles_k", "matmul_folded_k", "conv_units", "conv_products_k", "conv_combine_k",
+__all__ = ["groups", "join_partials", "matmul_tiles_k", "matmul_folded_k", "conv_units", "conv_products_k", "conv_combine_k",
            "pool_tiles_k", "elementwise_tiles_k", "unary_k"]
 
 jit = njit(cache=True, error_model="numpy", nogil=True)
@@ -394,6 +394,36 @@ def conv_units(tiles, order, kh, kw, s, pt, pl, hgt, wid, most_columns):
 
 
 @jit
+def join_partials(tiles, starts, p, q):
+    # the tile table with each output region's partials (rows starts[g]:starts[g + 1]) as one
+    # row where they differ only in their reduced ranges, at columns (p, p + 1) and (q, q + 1)
+    # (a conv2d's input channels in X and W), which follow each other in plan order: that row's
+    # product sums all their terms in one BLAS product
+    out = np.empty_like(tiles)
+    n = 0
+    last = tiles.shape[1] - 1                       # the first-partial flag
+    for g in range(len(starts) - 1):
+        lo, hi = starts[g], starts[g + 1]
+        joined = True
+        for t in range(lo + 1, hi):
+            if tiles[t, last] or tiles[t, p] != tiles[t - 1, p + 1] or tiles[t, q] != tiles[t - 1, q + 1]:
+                joined = False
+            for c in range(last):
+                if c != p and c != p + 1 and c != q and c != q + 1 and tiles[t, c] != tiles[t - 1, c]:
+                    joined = False
+            if not joined:
+                break
+        if joined:
+            out[n] = tiles[lo]
+            out[n, p + 1], out[n, q + 1] = tiles[hi - 1, p + 1], tiles[hi - 1, q + 1]
+            n += 1
+        else:
+            out[n:n + hi - lo] = tiles[lo:hi]
+            n += hi - lo
+    return out[:n]
+
+
+@jit
 def _merged(rects):
     # rectangles of one unit with the same output channels over adjacent columns, as one
     out = np.empty_like(rects)
@@ -415,20 +445,23 @@ def _merged(rects):
 
 
 @jit
-def conv_products_k(x, w, tiles, units, bands, rects, prod, s, pt, pl, part, parts):
-    # the products of the units part, part + parts, ... (`conv_units`): per image, the im2col of
-    # the unit's bands side by side, and one BLAS product W[o0:o1, channels] @ col[:, c0:c1]
-    # per rectangle, kept in prod at the unit's offset, [images][output channels][columns]
+def conv_products_k(x, w, tiles, units, bands, rects, prod, s, pt, pl, by_channels, part, parts):
+    # the products of the units (`conv_units`): per image, the im2col of the unit's bands side by
+    # side, and one BLAS product W[o0:o1, channels] @ col[:, c0:c1] per rectangle, kept in prod
+    # at the unit's offset, [images][output channels][columns]. Part `part` of `parts` computes
+    # the units part, part + parts, ..., or, `by_channels`, every unit (its own im2col) and its
+    # share of each rectangle's output channels
     kh, kw, cw = w.shape[2], w.shape[3], w.shape[1] * w.shape[2] * w.shape[3]
     double = x.itemsize == 8
     args = _gemm_args()
+    first, step = (0, 1) if by_channels else (part, parts)
     most = 1
-    for u in range(part, len(units), parts):
+    for u in range(first, len(units), step):
         t = bands[units[u, 0], 0]
         most = max(most, (tiles[t, 3] - tiles[t, 2]) * kh * kw * _columns(bands, units[u, 1]))
     col = np.empty(most, x.dtype)
     r = 0
-    for u in range(part, len(units), parts):
+    for u in range(first, len(units), step):
         q0, q1, o_lo, o_hi, base = units[u]
         t0 = bands[q0, 0]
         c0, c1 = tiles[t0, 2], tiles[t0, 3]
@@ -443,8 +476,10 @@ def conv_products_k(x, w, tiles, units, bands, rects, prod, s, pt, pl, part, par
             g = r
             while g < len(rects) and rects[g, 0] == u:
                 o0, o1, k0, k1 = rects[g, 1], rects[g, 2], rects[g, 3], rects[g, 4]
+                if by_channels:
+                    o0, o1 = o0 + (o1 - o0) * part // parts, o0 + (o1 - o0) * (part + 1) // parts
                 dst = base + (b * span + o0 - o_lo) * cols + k0
-                if rows:
+                if rows and o1 > o0:
                     wa = w.ctypes.data + w.itemsize * (o0 * cw + tiles[t0, 10] * kh * kw)
                     _gemm(args, o1 - o0, k1 - k0, rows, wa, cw, col.ctypes.data + col.itemsize * k0,
                           cols, prod.ctypes.data + prod.itemsize * dst, cols, double)

@@ -17,7 +17,7 @@ import pytest
 import fractal
 from compiler import compile_program, execute_plan
 from compiler.plan import level_counts
-from isa.reference import generate_feeds, run_reference
+from isa.reference import NP_DTYPES, generate_feeds, run_reference
 from simulator import batch_kernels
 from simulator.batch_kernels import LEAF_BATCH_KERNELS
 from simulator.narrow import narrow
@@ -354,3 +354,67 @@ def test_a_leaf_that_pads_inside_the_image_keeps_its_own_im2col(b_region):
         masked[..., x0:x1] = x[..., x0:x1]
         want[..., y0:y1] = oracle_conv(masked, w, 1, (1, 1, 1, 1))[..., y0:y1]
     np.testing.assert_allclose(out, want, rtol=1e-5, atol=1e-5)
+
+
+def _channel_partials(order, n_out=5, kernel=3):
+    """A conv2d tile table (1 image, 8 input channels, 6x6, 3x3 pad 1 when kernel is 3): one
+    output region summed over four partials of two input channels each, in the order `order`."""
+    pad_hw = (0, 6, 0, 6)
+    return np.array([[0, 1, 2 * k, 2 * k + 2, *pad_hw, 0, n_out, 2 * k, 2 * k + 2, 0, kernel, 0, kernel,
+                      0, 1, 0, n_out, *pad_hw, int(i == 0)] for i, k in enumerate(order)], np.int64)
+
+
+@pytest.mark.parametrize("order, joined", [((0, 1, 2, 3), True), ((0, 2, 1, 3), False)])
+def test_a_region_s_channel_partials_are_one_product_in_f32(order, joined):
+    # partials over consecutive input channels, in plan order, are one row summing all eight
+    # channels; out of order they stay apart; oracle: the float64 convolution
+    from simulator.tile_kernels import groups, join_partials
+    rng = np.random.default_rng(8)
+    x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((5, 8, 3, 3)).astype(np.float32)
+    tiles = _channel_partials(order)
+    rows = join_partials(tiles, groups(tiles, 16, 24), 2, 10)
+    if joined:
+        assert rows.tolist() == [[0, 1, 0, 8, 0, 6, 0, 6, 0, 5, 0, 8, 0, 3, 0, 3,
+                                  0, 1, 0, 5, 0, 6, 0, 6, 1]]
+    else:
+        assert np.array_equal(rows, tiles)
+    out = np.zeros((1, 5, 6, 6), np.float32)
+    LEAF_BATCH_KERNELS["conv2d"]([x, w], {"stride": 1, "pad": 1}, tiles, out)
+    np.testing.assert_allclose(out, oracle_conv(x, w, 1, (1, 1, 1, 1)), rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("dt, want", [("f16", 2048.0), ("bf16", 256.0), ("f32", 2051.0)])
+def test_narrow_partials_are_rounded_each_as_the_machine_does(dt, want):
+    # a 1x1 convolution of one pixel summed over four input-channel partials in plan order:
+    # X = 1, W = (2048, 1, 1, 1) (bf16: (256, 1, 1, 1)). Rounded to f16 after each partial,
+    # 2048 + 1 = 2049 is a tie between 2048 and 2050 and goes to the even 2048, three times;
+    # bf16 alike at 256 (spacing 2); in f32 the partials join and the sum is exact
+    x = np.ones((1, 8, 6, 6), NP_DTYPES[dt])
+    w = np.zeros((5, 8, 1, 1), np.float32)
+    w[:, 0:2] = (256.0 if dt == "bf16" else 2048.0) / 2    # channels 0, 1 of the first partial
+    w[:, 2], w[:, 4], w[:, 6] = 1.0, 1.0, 1.0
+    out = np.zeros((1, 5, 6, 6), NP_DTYPES[dt])
+    LEAF_BATCH_KERNELS["conv2d"]([x, w.astype(NP_DTYPES[dt])], {"stride": 1, "pad": 0},
+                                 _channel_partials((0, 1, 2, 3), kernel=1), out)
+    assert np.all(out.astype(np.float64) == want)
+
+
+@pytest.mark.parametrize("dt", ["f32", "i8"])
+@pytest.mark.parametrize("units_each", [0, 1000])
+def test_conv2d_batches_in_parts_by_units_or_by_output_channels(monkeypatch, dt, units_each):
+    # three parts share out the units (units_each 0) or each unit's output channels (1000),
+    # on small units (16 columns); oracle: the direct convolution
+    monkeypatch.setattr(batch_kernels, "PARALLEL_MACS", 0)
+    monkeypatch.setattr(batch_kernels, "UNIT_COLUMNS", 16)
+    monkeypatch.setattr(batch_kernels, "UNITS_EACH", units_each)
+    monkeypatch.setattr(batch_kernels.numba.config, "NUMBA_NUM_THREADS", 3)
+    program = fractal.load_program(conv_program(dt, c=24, o=20, hw=(17, 15)))
+    feeds = generate_feeds(program, 9)
+    want = oracle_conv(feeds["x"], feeds["w"], 1, (1, 1, 1, 1))
+    for machine in ONE_LEVEL + DEEPER[2:]:
+        batched = runs(program, machine, feeds)[0]["y"]
+        if dt == "i8":
+            np.testing.assert_array_equal(batched, want)
+        else:
+            np.testing.assert_allclose(batched.astype(np.float64), want, rtol=1e-5, atol=1e-5)
