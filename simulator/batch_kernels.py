@@ -17,7 +17,10 @@ destination type, exactly as the per-leaf path adds a later partial:
   whose A is one matrix for the whole batch, one product per leaf of A with its batch elements'
   B side by side, as the leaf kernel computes it (`matmul_folded_k`), and one whose A is
   broadcast along only some batch axes, leaf by leaf. An f32 matmul's sgemm writes straight into
-  the output region and adds a later partial there itself;
+  the output region and adds a later partial there itself. Where the destination is f32 and
+  every output region is placed and its partials, over consecutive K ranges in plan order, sum
+  the whole of K (`_whole_sums`), each leaf's value is its part of A @ B summed in another
+  order: the batch is then one BLAS product per batch element, in parts of rows on the threads;
 - conv2d: the leaves' products in few large BLAS products (`conv_units`): the leaves that sum the
   same input channels share one im2col per image, laid out by bands of output rows (a band's
   leaves read the image as it is, padded only where the image is; a leaf that pads inside the
@@ -139,12 +142,34 @@ def _matmul_tiles(ins, a, tiles, out):
     buf, target, done = _buffer(out)
     table = _padded(tiles, [ra, rb, out.ndim], 6)
     work = _macs(tiles, [2 * (ra + rb + d) for d in range(out.ndim)] + [2 * ra - 2])
+    if buf.dtype == mac == _F32 and not target[0] and _whole_sums(table, ins[0].shape[-1]):
+        a, b = ins[0].astype(_F32, copy=False), ins[1].astype(_F32, copy=False)
+        _parallel(_product_rows, (a, b, buf), work)
+        done()
+        return
     if one_a and int(np.prod(batch)) > 1:
         _folded(ins, mac, buf, table, target, work)
     else:
         _parallel(matmul_tiles_k, (_six(ins[0], mac), _rows_apart(_six(ins[1], mac), work),
                                    _six(buf, buf.dtype), table, groups(table, 24, 36), *target), work)
     done()
+
+
+def _whole_sums(table: np.ndarray, k: int) -> bool:
+    """Whether every output region of a matmul tile table (padded to six dimensions) is placed
+    (not added to what the output holds) and its partials, joined (`join_partials`), sum the
+    whole of K: then every leaf's value is its part of the product A @ B."""
+    joined = join_partials(table, groups(table, 24, 36), 10, 20)
+    return bool(np.all(joined[:, 36] == 1) and np.all(joined[:, 10] == 0)
+                and np.all(joined[:, 11] == k))
+
+
+def _product_rows(a: np.ndarray, b: np.ndarray, out: np.ndarray, part: int, parts: int) -> None:
+    """Rows part/parts of out = a @ b (batch axes broadcast) by numpy's matmul, which lets other
+    threads run while BLAS works."""
+    m = out.shape[-2]
+    lo, hi = m * part // parts, m * (part + 1) // parts
+    np.matmul(a[..., lo:hi, :], b, out=out[..., lo:hi, :])
 
 
 def _folded(ins, mac, buf, table, target, work: int) -> None:

@@ -4,8 +4,9 @@ what the leaves computed one by one give, and an independent numpy oracle's valu
 Where a node's leaves are its own children (a one-level machine), each region's partials are
 added in the same order as the per-leaf path adds them, so the results are equal bit for bit,
 in every data type, except that a conv2d batch computes its leaves' products in larger BLAS
-products, whose float32 sums run in another order: there, float results agree within the error
-bound of a float32 sum in any order (`within_sum_order`), integer ones bit for bit. Deeper machines add the partials of a region one by one into the node's
+products, and an f32 matmul batch whose regions each sum the whole of K is one product, whose
+float32 sums run in another order: there, float results agree within the error bound of a
+float32 sum in any order (`within_sum_order`), integer ones bit for bit. Deeper machines add the partials of a region one by one into the node's
 output, where the per-leaf path sums each child's first: equal up to float rounding, checked
 against the oracle at the reference's tolerance (tests/compiler/test_decompose.py)."""
 from collections import Counter
@@ -275,9 +276,14 @@ def test_narrow_rounds_as_the_type_casts(dt, bits, emin, top):
 
 def check_matmul(dt, program, feeds, machine, batched, per_leaf, want) -> None:
     """A batched matmul's output `c`: the per-leaf path's bit for bit on one level (and for i8
-    everywhere), the float64 product `want` exactly for i8 and closely for f32, the reference's
-    at its tolerance for f16 and bf16."""
-    if machine in ONE_LEVEL or dt == "i8":
+    everywhere), except in f32, where a batch whose regions sum the whole of K is one product
+    per batch element (`_whole_sums`), its float32 sums in BLAS's order for that shape: within
+    the bound of a sum in any order; the float64 product `want` exactly for i8 and closely for
+    f32, the reference's at its tolerance for f16 and bf16."""
+    if dt == "f32" and machine in ONE_LEVEL:
+        a, b = (np.abs(feeds[k].astype(np.float64)) for k in "ab")
+        within_sum_order(batched["c"], per_leaf["c"], a @ b, feeds["a"].shape[-1])
+    elif machine in ONE_LEVEL or dt == "i8":
         assert equal(batched["c"], per_leaf["c"]), machine
     if dt == "i8":
         np.testing.assert_array_equal(batched["c"], want)
@@ -414,6 +420,42 @@ def test_conv2d_batches_in_parts_by_units_or_by_output_channels(monkeypatch, dt,
     want = oracle_conv(feeds["x"], feeds["w"], 1, (1, 1, 1, 1))
     for machine in ONE_LEVEL + DEEPER[2:]:
         batched = runs(program, machine, feeds)[0]["y"]
+        if dt == "i8":
+            np.testing.assert_array_equal(batched, want)
+        else:
+            np.testing.assert_allclose(batched.astype(np.float64), want, rtol=1e-5, atol=1e-5)
+
+
+def _matmul_table(regions):
+    """A matmul tile table padded to six dimensions (A [40, 300], B [300, 36], C [40, 36]): per
+    row, (m0, m1, k0, k1, n0, n1, first)."""
+    whole = [0, 1] * 4
+    return np.array([whole + [m0, m1, k0, k1] + whole + [k0, k1, n0, n1] + whole + [m0, m1, n0, n1, first]
+                     for m0, m1, k0, k1, n0, n1, first in regions], np.int64)
+
+
+@pytest.mark.parametrize("regions, whole", [
+    ([(0, 20, 0, 150, 0, 36, 1), (0, 20, 150, 300, 0, 36, 0), (20, 40, 0, 300, 0, 36, 1)], True),
+    ([(0, 20, 0, 150, 0, 36, 1), (20, 40, 0, 300, 0, 36, 1)], False),      # half of K
+    ([(0, 20, 150, 300, 0, 36, 1), (0, 20, 0, 150, 0, 36, 0)], False),     # K out of order
+    ([(0, 40, 0, 300, 0, 36, 0)], False)])                                  # added to the output
+def test_a_matmul_batch_is_one_product_where_its_regions_sum_the_whole_of_k(regions, whole):
+    from simulator.batch_kernels import _whole_sums
+    assert _whole_sums(_matmul_table(regions), 300) is whole
+
+
+@pytest.mark.parametrize("dt", ["f32", "i8"])
+def test_matmul_batches_in_parts_match_the_oracle(monkeypatch, dt):
+    # three parts (one product in parts of rows in f32, regions in i8); oracle: float64 product
+    monkeypatch.setattr(batch_kernels, "PARALLEL_MACS", 0)
+    monkeypatch.setattr(batch_kernels.numba.config, "NUMBA_NUM_THREADS", 3)
+    acc = "i32" if dt == "i8" else dt
+    program = fractal.load_program(f"tensor a : {dt}[2, 40, 300] input\ntensor b : {dt}[300, 36] param\n"
+                                   f"tensor c : {acc}[2, 40, 36] output\nmatmul c, a, b\n")
+    feeds = generate_feeds(program, 13)
+    want = feeds["a"].astype(np.float64) @ feeds["b"].astype(np.float64)
+    for machine in ONE_LEVEL + DEEPER:
+        batched = runs(program, machine, feeds)[0]["c"]
         if dt == "i8":
             np.testing.assert_array_equal(batched, want)
         else:
