@@ -34,7 +34,8 @@ destination type, exactly as the per-leaf path adds a later partial:
 - the elementwise opcodes of `ELEMENTWISE` on float data, and maxpool and avgpool: each output
   element is computed from the same source elements (or window) whichever leaf computes it, and
   the leaves' regions cover the output, so the batch computes their union, the node's output, in
-  one pass, in float64 rounded once as the leaf kernels do;
+  one pass, in float64 rounded once as the leaf kernels do (f32 add, sub, mul and div by
+  numpy's float32 ufuncs: one IEEE float32 operation, the same value);
 - f16 and bf16 destinations are kept in float32 buffers and rounded as `simulator.narrow` says;
   integer elementwise data runs each leaf's kernel in turn (`_per_leaf`).
 A batch of at least PARALLEL_MACS multiply-adds (or elements) runs in parts on a thread pool
@@ -58,7 +59,7 @@ from simulator.tile_kernels import (PIXELS, conv_combine_k, conv_products_k, con
                                     elementwise_tiles_k, groups, join_partials, matmul_folded_k, matmul_tiles_k,
                                     pool_tiles_k, unary_k)
 
-__all__ = ["LEAF_BATCH_KERNELS", "warm_up_batches"]
+__all__ = ["LEAF_BATCH_KERNELS", "F32_UFUNCS", "warm_up_batches"]
 
 _F32, _F64 = np.dtype(np.float32), np.dtype(np.float64)
 #: the elementwise opcodes whose result is one of their sources' values, or its negation
@@ -338,9 +339,19 @@ def _four(x: np.ndarray) -> np.ndarray:
     return _c(x, _F32).reshape((1,) * (4 - x.ndim) + x.shape)
 
 
+#: f32 arithmetic as numpy's float32 ufuncs compute it: one IEEE float32 operation, the value
+#: the leaf kernels give (their float64 result of two float32 values, rounded once to float32)
+F32_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
+
+
 def _elementwise_tiles(op: str):
     def run(ins, a, tiles, out):
         tiles = _union(tiles, ins, out, _parts(out.size))
+        if (op in F32_UFUNCS and out.dtype == _F32 and all(x.dtype == _F32 for x in ins)
+                and out.size < PARALLEL_MACS):       # numpy's loop, one thread, broadcasting
+            with np.errstate(all="ignore"):
+                F32_UFUNCS[op](*ins, out=out)
+            return
         if not _floats(ins, out) or out.ndim > 4:
             return _per_leaf(op, ins, a, tiles, out)
         table = _padded(tiles, [x.ndim for x in (*ins, out)], 4)

@@ -38,7 +38,7 @@ from isa.errors import InternalError, UserError
 from isa.extensions import leaf_pieces
 from isa.program import TensorType
 from isa.reference import NP_DTYPES, dtype_name
-from simulator.batch_kernels import ELEMENTWISE, LEAF_BATCH_KERNELS, _parallel
+from simulator.batch_kernels import ELEMENTWISE, F32_UFUNCS, LEAF_BATCH_KERNELS, _parallel
 from simulator.erf32 import erf32_parts
 from simulator.kernels import LEAF_KERNELS
 from simulator.tile_kernels import unary_k
@@ -314,9 +314,6 @@ def _core(op: str, ins: list[Operand], attrs: dict, t: TensorType, n: int) -> Op
                                               attrs, t) for i in range(n)]), True)
 
 
-#: f32 arithmetic as numpy's float32 ufuncs compute it: one IEEE float32 operation, the value
-#: the leaf kernels' float32 loops give
-_UFUNCS = {"add": np.add, "sub": np.subtract, "mul": np.multiply, "div": np.divide}
 #: the least elements of a one-source f32 opcode (exp, erf, ...: 5 to 13 ns an element on one
 #: core) computed in parts on the host's threads, about 0.2 ms of work
 PARALLEL_ELEMENTS = 1 << 15
@@ -330,10 +327,10 @@ def _elementwise(op: str, aligned: list[np.ndarray], t: TensorType) -> np.ndarra
     where that batch does not take these shapes (more than 4 dimensions that cannot be merged)."""
     shape = t.shape
     if t.dtype == "f32" and all(x.dtype == _F32 for x in aligned):
-        if op in _UFUNCS:
+        if op in F32_UFUNCS:
             out = np.empty(shape, _F32)
             with np.errstate(all="ignore"):
-                _UFUNCS[op](*aligned, out=out)
+                F32_UFUNCS[op](*aligned, out=out)
             return out
         if op in ("min", "max"):                    # X on ties, NaN if either is: the kernels' rule
             x, y = aligned
