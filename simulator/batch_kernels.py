@@ -143,7 +143,7 @@ def _matmul_tiles(ins, a, tiles, out):
     buf, target, done = _buffer(out)
     table = _padded(tiles, [ra, rb, out.ndim], 6)
     work = _macs(tiles, [2 * (ra + rb + d) for d in range(out.ndim)] + [2 * ra - 2])
-    if buf.dtype == mac == _F32 and not target[0] and _whole_sums(table, ins[0].shape[-1]):
+    if buf.dtype == mac == _F32 and not target[0] and _whole_sums(table, ins[0].shape[-1], out.size):
         a, b = ins[0].astype(_F32, copy=False), ins[1].astype(_F32, copy=False)
         _parallel(_product_rows, (a, b, buf), work)
         done()
@@ -156,13 +156,15 @@ def _matmul_tiles(ins, a, tiles, out):
     done()
 
 
-def _whole_sums(table: np.ndarray, k: int) -> bool:
+def _whole_sums(table: np.ndarray, k: int, size: int) -> bool:
     """Whether every output region of a matmul tile table (padded to six dimensions) is placed
     (not added to what the output holds) and its partials, joined (`join_partials`), sum the
-    whole of K: then every leaf's value is its part of the product A @ B."""
+    whole of K, and the regions cover the output's `size` elements: then the leaves' values are
+    the product A @ B."""
     joined = join_partials(table, groups(table, 24, 36), 10, 20)
+    cells = int(np.prod(joined[:, 25:36:2] - joined[:, 24:36:2], axis=1).sum())
     return bool(np.all(joined[:, 36] == 1) and np.all(joined[:, 10] == 0)
-                and np.all(joined[:, 11] == k))
+                and np.all(joined[:, 11] == k) and cells == size)
 
 
 def _product_rows(a: np.ndarray, b: np.ndarray, out: np.ndarray, part: int, parts: int) -> None:

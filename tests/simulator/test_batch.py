@@ -93,7 +93,7 @@ def _widths_copied(monkeypatch) -> list:
     """A list that gets (row length before, after) of every B `_rows_apart` is given; the
     leaves' own products run (not one product of the whole of A and B: `_whole_sums`)."""
     import simulator.batch_kernels as bk
-    monkeypatch.setattr(bk, "_whole_sums", lambda table, k: False)
+    monkeypatch.setattr(bk, "_whole_sums", lambda *args: False)
     widths = []
     monkeypatch.setattr(bk, "_rows_apart", lambda b, work, apart=bk._rows_apart: widths.append(
         (b.shape[-1], apart(b, work).shape[-1])) or apart(b, work))

@@ -438,10 +438,11 @@ def _matmul_table(regions):
     ([(0, 20, 0, 150, 0, 36, 1), (0, 20, 150, 300, 0, 36, 0), (20, 40, 0, 300, 0, 36, 1)], True),
     ([(0, 20, 0, 150, 0, 36, 1), (20, 40, 0, 300, 0, 36, 1)], False),      # half of K
     ([(0, 20, 150, 300, 0, 36, 1), (0, 20, 0, 150, 0, 36, 0)], False),     # K out of order
-    ([(0, 40, 0, 300, 0, 36, 0)], False)])                                  # added to the output
+    ([(0, 40, 0, 300, 0, 36, 0)], False),                                   # added to the output
+    ([(0, 20, 0, 300, 0, 36, 1)], False)])                                  # half of the output
 def test_a_matmul_batch_is_one_product_where_its_regions_sum_the_whole_of_k(regions, whole):
     from simulator.batch_kernels import _whole_sums
-    assert _whole_sums(_matmul_table(regions), 300) is whole
+    assert _whole_sums(_matmul_table(regions), 300, 40 * 36) is whole
 
 
 @pytest.mark.parametrize("dt", ["f32", "i8"])
