@@ -6,12 +6,16 @@ source file only, so a kernel that inlines a function of another module (the lea
 therefore kept in a folder named by a digest of every module of this package:
 `$NUMBA_CACHE_DIR/fractal-kernels/<digest>`, or `~/.cache/fractal-kernels/<digest>` (under
 `$XDG_CACHE_HOME` where it is set); numba falls back to its own places where that folder cannot
-be written.
+be written. Another version's folder that nothing has written for `STALE_DAYS` days is removed
+when the package loads (`prune_stale`), so that upgrades do not pile up compiled kernels.
 """
 from __future__ import annotations
 
 import hashlib
 import os
+import re
+import shutil
+import time
 from pathlib import Path
 
 import numba
@@ -27,4 +31,30 @@ def kernel_cache_dir() -> str:
     return os.path.join(base, "fractal-kernels", digest.hexdigest()[:16])
 
 
+#: another version's kernel folder unwritten for this many days is removed
+STALE_DAYS = 30
+
+
+def prune_stale(current: str, days: float = STALE_DAYS) -> list[str]:
+    """Remove the folders beside `current` that hold other versions' kernels (named by a digest)
+    and whose contents have not changed in `days` days; return them. A folder that cannot be
+    read or removed is left as it is."""
+    cutoff, removed = time.time() - days * 86400, []
+    try:
+        entries = list(os.scandir(os.path.dirname(current)))
+    except OSError:
+        return removed
+    for entry in entries:
+        try:
+            if (entry.path != current and re.fullmatch(r"[0-9a-f]{16}", entry.name)
+                    and entry.is_dir(follow_symlinks=False)
+                    and entry.stat(follow_symlinks=False).st_mtime < cutoff):
+                shutil.rmtree(entry.path)
+                removed.append(entry.path)
+        except OSError:
+            pass
+    return removed
+
+
 numba.config.CACHE_DIR = kernel_cache_dir()
+prune_stale(numba.config.CACHE_DIR)

@@ -4,6 +4,7 @@ a stale copy of it after that module changes."""
 import importlib.util
 import os
 import shutil
+import time
 
 import numba
 
@@ -44,3 +45,20 @@ def test_the_folder_is_under_numba_cache_dir_where_it_is_set(tmp_path, monkeypat
     monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))
     got = simulator.kernel_cache_dir()
     assert got.startswith(os.path.join(str(tmp_path / "numba"), "fractal-kernels") + os.sep)
+
+
+def test_other_versions_folders_unwritten_for_a_month_are_removed(tmp_path):
+    # beside the current folder: another version's, 31 days old (removed) and 29 days old
+    # (kept), and a 31-day-old folder whose name is not a digest (kept)
+    base = tmp_path / "fractal-kernels"
+    current, old, recent, other = (base / n for n in ("0123456789abcdef", "fedcba9876543210",
+                                                      "00000000000000aa", "notes"))
+    for folder in (current, old, recent, other):
+        folder.mkdir(parents=True)
+        (folder / "k.nbi").write_bytes(b"")
+    now = time.time()
+    for folder, days in ((current, 40), (old, 31), (recent, 29), (other, 31)):
+        os.utime(folder, (now - days * 86400, now - days * 86400))
+    assert simulator.prune_stale(str(current)) == [str(old)]
+    assert sorted(p.name for p in base.iterdir()) == ["00000000000000aa", "0123456789abcdef", "notes"]
+    assert simulator.prune_stale(str(tmp_path / "absent" / "0123456789abcdef")) == []
