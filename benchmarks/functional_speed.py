@@ -5,6 +5,7 @@ host, and VGG-16 at batch 1 on `f1` against the numpy reference interpreter, all
     python benchmarks/functional_speed.py                 # about two minutes
     python benchmarks/functional_speed.py --repeat 9 --out functional_speed.md
     python benchmarks/functional_speed.py --by-instruction   # where a BERT-layer run goes
+    python benchmarks/functional_speed.py --by-instruction resnet18
 
 The programs are `fractal gen resnet18`, `fractal gen vgg16` (batch 1, 224x224) and `fractal gen
 bert_base --layers 1` (128 tokens), in f32 and in f16 (the generators' default). onnxruntime
@@ -201,17 +202,16 @@ def onnxruntime_session(name: str):
     return run
 
 
-def by_instruction(repeat: int) -> list[str]:
-    """Where one BERT-layer run (f32, `f1`) goes: seconds per root opcode (an extension by its
-    name), its extensions leaf by leaf (`run_node`) and stacked (`run_extension_node`), each the
-    best of `repeat` runs after one that built the tables."""
+def by_instruction(name: str, repeat: int) -> list[str]:
+    """Where one run of `name` (f32, batch 1, `f1`) goes: seconds per root opcode (an extension
+    by its name), its extensions leaf by leaf (`run_node`) and stacked (`run_extension_node`),
+    each the best of `repeat` runs after one that built the tables."""
     from threadpoolctl import threadpool_limits
     import compiler.execute as execute
     from simulator.batch_kernels import LEAF_BATCH_KERNELS
     from simulator.extension_batch import run_extension_node
     from simulator.kernels import LEAF_KERNELS
-    program = fractal.load_program(generate("bert_base", batch=1, dtype="f32",
-                                            **PROGRAMS["bert_base"][0]))
+    program = fractal.load_program(generate(name, batch=1, dtype="f32", **PROGRAMS[name][0]))
     feeds = trained_scale_feeds(program)
     plan = fractal.compile(program, "f1")
     inner_node = execute.run_node
@@ -252,7 +252,7 @@ def by_instruction(repeat: int) -> list[str]:
     lines = ["| root instructions | leaf by leaf (ms) | stacked (ms) |", "|---|---:|---:|"]
     for k in sorted(leaf, key=lambda k: -leaf[k]):
         lines.append(f"| {k} | {leaf[k] * 1e3:.1f} | {stacked[k] * 1e3:.1f} |")
-    lines.append(f"| the layer | {sum(leaf.values()) * 1e3:.1f} | "
+    lines.append(f"| the whole run | {sum(leaf.values()) * 1e3:.1f} | "
                  f"{sum(stacked.values()) * 1e3:.1f} |")
     return lines
 
@@ -262,17 +262,19 @@ def main(argv=None) -> int:
     p.add_argument("--repeat", type=int, default=7,
                    help="rounds of one functional and one onnxruntime run (7)")
     p.add_argument("--out", metavar="FILE")
-    p.add_argument("--by-instruction", action="store_true",
-                   help="only where one BERT-layer run goes, per root opcode")
+    p.add_argument("--by-instruction", nargs="?", const="bert_base", choices=sorted(PROGRAMS),
+                   metavar="PROGRAM",
+                   help="only where one run of PROGRAM (bert_base, its one layer, unless named) "
+                        "goes, per root opcode")
     args = p.parse_args(argv)
     start = time.perf_counter()
     warm_up()
     warm_up_batches()
     if args.by_instruction:
-        emit(header("Where a functional BERT-base layer run goes (f32, f1)",
+        emit(header(f"Where a functional {args.by_instruction} run goes (f32, batch 1, f1)",
                     f"best of {args.repeat} runs per root opcode, after one that built the "
                     f"tables; load average {os.getloadavg()[0]:.2f}")
-             + by_instruction(args.repeat), args.out)
+             + by_instruction(args.by_instruction, args.repeat), args.out)
         return 0
     lines = header("Functional mode on whole networks: ResNet-18 and a BERT-base layer against "
                    "onnxruntime, VGG-16 against the numpy reference",

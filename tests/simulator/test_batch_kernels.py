@@ -20,9 +20,10 @@ from compiler import compile_program, execute_plan
 from compiler.plan import level_counts
 from isa.reference import NP_DTYPES, generate_feeds, run_reference
 from simulator import batch_kernels
-from simulator.batch_kernels import LEAF_BATCH_KERNELS
+from simulator.batch_kernels import LEAF_BATCH_KERNELS, _whole_sums
 from simulator.narrow import narrow
 from simulator.kernels import LEAF_KERNELS
+from simulator.tile_kernels import groups, join_partials
 from tests.compiler.test_decompose import assert_same_outputs
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -374,7 +375,6 @@ def _channel_partials(order, n_out=5, kernel=3):
 def test_a_region_s_channel_partials_are_one_product_in_f32(order, joined):
     # partials over consecutive input channels, in plan order, are one row summing all eight
     # channels; out of order they stay apart; oracle: the float64 convolution
-    from simulator.tile_kernels import groups, join_partials
     rng = np.random.default_rng(8)
     x = rng.standard_normal((1, 8, 6, 6)).astype(np.float32)
     w = rng.standard_normal((5, 8, 3, 3)).astype(np.float32)
@@ -441,7 +441,6 @@ def _matmul_table(regions):
     ([(0, 40, 0, 300, 0, 36, 0)], False),                                   # added to the output
     ([(0, 20, 0, 300, 0, 36, 1)], False)])                                  # half of the output
 def test_a_matmul_batch_is_one_product_where_its_regions_sum_the_whole_of_k(regions, whole):
-    from simulator.batch_kernels import _whole_sums
     assert _whole_sums(_matmul_table(regions), 300, 40 * 36) is whole
 
 
