@@ -14,10 +14,14 @@ from __future__ import annotations
 from fractal.explore.spec import OBJECTIVES
 from machine import machine_area
 
-__all__ = ["precheck", "outcome", "METRICS", "budget_reason"]
+__all__ = ["precheck", "outcome", "METRICS", "PRECHECKED", "budget_reason"]
 
 #: the columns of a point's outcome, units in their names
 METRICS = ("leaves", "area_mm2", "power_w", *(c for c, _ in OBJECTIVES.values()), "ops")
+
+
+#: the budgets a point is checked against before any run (`precheck`)
+PRECHECKED = ("leaves", "area_mm2")
 
 
 def _over(name: str, value: float, budget: float) -> str:
@@ -38,7 +42,7 @@ def precheck(point, budgets: dict) -> dict:
         return {"reason": point.invalid}
     m = point.machine
     metrics = {"leaves": m.leaves, "area_mm2": machine_area(m).total}
-    return {**metrics, "reason": budget_reason(metrics, budgets, ("leaves", "area_mm2"))}
+    return {**metrics, "reason": budget_reason(metrics, budgets, PRECHECKED)}
 
 
 def outcome(pre: dict, rows: list[tuple[str, float, dict]], budgets: dict) -> dict:

@@ -10,7 +10,9 @@ so that one worker reuses what it planned (`fractal.explore.evaluate`). Each run
 The grid evaluates every point of the space. NSGA-II (several objectives) or TPE (one) propose
 `trials` points, BATCH at a time, told back in the order asked: a seeded search proposes the
 same points again, so `--resume` replays it with the runs taken from the store. The base
-machine is always evaluated first (the "base" budgets are its own). The front is computed
+machine's row is made first (the "base" budgets are its own); a grid's runs, the base's among
+them, all go to the workers at once, only the leaves and area budgets (known from the base
+machine without a run) keeping a point from running. The front is computed
 exactly over every feasible point evaluated; infeasible points are kept with their reason.
 """
 from __future__ import annotations
@@ -25,7 +27,7 @@ from tqdm import tqdm
 
 from compiler.tables import frame, html_table
 from fractal.explore.evaluate import Evaluation, Job, run_job, timing_class
-from fractal.explore.outcome import outcome, precheck
+from fractal.explore.outcome import PRECHECKED, outcome, precheck
 from fractal.explore.pareto import Front, front
 from fractal.explore.spec import OBJECTIVES, Spec, load_spec
 from fractal.explore.space import (DESIGN_POINT, DesignPoint, base_point, design_point,
@@ -77,13 +79,32 @@ class _Study:
 
     def evaluate(self, points: list[DesignPoint]) -> list[dict]:
         """The rows of these points: from earlier in this study, the store, or runs made now."""
-        points = [base_point(self.spec) if p.machine is not None and not p.is_base
-                  and fingerprint(p.machine) == self.base_fp else p for p in points]
+        points = self._known(points)
+        had = len(points) - len(self._todo(points))     # points this study had already
+        self.run(points, self._finish)
+        self.bar.update(had)
+        return [self.rows[self._name(p)] for p in points]
+
+    def _known(self, points: list[DesignPoint]) -> list[DesignPoint]:
+        """The points, a machine equal to the base's as the base point."""
+        return [base_point(self.spec) if p.machine is not None and not p.is_base
+                and fingerprint(p.machine) == self.base_fp else p for p in points]
+
+    def _todo(self, points: list[DesignPoint]) -> list[DesignPoint]:
+        """The points without a row in this study, each once."""
         todo, seen = [], set()
         for p in points:
             if self._name(p) not in self.rows and self._name(p) not in seen:
                 seen.add(self._name(p))
                 todo.append(p)
+        return todo
+
+    def run(self, points: list[DesignPoint], finish=None):
+        """Make the timing runs these points need that the store lacks (a point over the
+        leaves or area budget needs none), storing each as it arrives; `finish(p, pre, runs,
+        results)` for each point once its runs are all in (by default, the progress bar
+        moves)."""
+        todo = self._todo(points)
         pre = {self._name(p): precheck(p, self.budgets) for p in todo}
         runs = {}                       # key -> (point name, workload index, inputs)
         for p in todo:
@@ -104,9 +125,10 @@ class _Study:
         pending = dict.fromkeys((self._name(p) for p in todo), 0)
         for key, (p, _, _) in runs.items():
             pending[self._name(p)] += key not in results
+        finish = finish or (lambda *_: self.bar.update())
         for p in todo:
             if not pending[self._name(p)]:
-                self._finish(p, pre, runs, results)
+                finish(p, pre, runs, results)
         n = (os.cpu_count() or 1) if self.workers is None else self.workers
         jobs = ([Job(tuple(e for c in g.values() for e in c)) for g in groups.values()]
                 if len(groups) >= n or self.dask is not None else
@@ -122,9 +144,7 @@ class _Study:
                 self.ran += 1
                 pending[self._name(p)] -= 1
                 if not pending[self._name(p)]:
-                    self._finish(p, pre, runs, results)
-        self.bar.update(len(points) - len(todo))       # points this study had already
-        return [self.rows[self._name(p)] for p in points]
+                    finish(p, pre, runs, results)
 
     def _finish(self, p: DesignPoint, pre: dict, runs: dict, results: dict):
         """Record a point whose runs are all in: its row, its design-point evaluation."""
@@ -151,10 +171,13 @@ class _Study:
                              front=len(self.tracker), refresh=False)
 
 
-def _budgets(study: _Study, base: dict) -> dict:
-    """The spec's budgets in numbers, "base" resolved to the base machine's own."""
+def _budgets(study: _Study, base: dict, names=None) -> dict:
+    """The spec's budgets in numbers, "base" resolved to the base machine's own (only those
+    in `names`, if given)."""
     out = {}
     for name, v in study.spec.constraints:
+        if names is not None and name not in names:
+            continue
         if v != "base":
             out[name] = v
         elif base.get(name) is None:
@@ -238,6 +261,12 @@ def explore(spec: str | Path | Spec, out: str | Path, store: str | Path | None =
             tqdm(total=total, unit="point", desc="explore", disable=not progress,
                  file=sys.stderr, dynamic_ncols=True) as bar:
         study = _Study(spec, db, workers, dask, bar)
+        if spec.method == "grid":
+            # every run of the grid at once, the base's among them, so that the workers start
+            # together; a point over the leaves or area budget is known before any run
+            study.budgets = _budgets(study, precheck(base_point(spec), {}), PRECHECKED)
+            study.run(study._known([base_point(spec), *grid(spec)]))
+            study.budgets = {}
         study.record = False                    # the base on no budget: what "base" means
         base_row, = study.evaluate([base_point(spec)])
         study.budgets, study.record = _budgets(study, base_row), True

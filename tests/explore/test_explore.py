@@ -11,7 +11,7 @@ from fractal.explore import explore
 from fractal.explore.writeback import write_machine
 from isa.errors import UserError
 from machine import load_machine, machine_area
-from tests.explore.helpers import folder, machine_at
+from tests.explore.helpers import SPEC, folder, machine_at
 
 PARAMS = {"frequency_hz": [0.5e9, 1e9], "fanout": [2, 4, 8], "level.root.memory_bandwidth": [8, 64],
           "level.root.memory_bytes": [65536], "level.leaf.memory_bytes": [16, 4096]}
@@ -108,7 +108,6 @@ def test_a_machine_written_back_loads_with_the_chosen_parameters(study):
 
 def test_a_seeded_search_proposes_the_same_points_again(study):
     pytest.importorskip("optuna")
-    from tests.explore.helpers import SPEC
     tmp, result = study
     spec = tmp / "nsga.toml"
     spec.write_text(SPEC.replace('objectives = ["latency", "area"]',
@@ -155,3 +154,39 @@ def test_an_exploration_is_a_table_in_a_notebook(study):
     assert int(df["feasible"].sum()) == sum(r["feasible"] for r in result.points)
     page = result._repr_html_()
     assert f"{len(result.points)} design points, {len(result.front)} on the front" in page
+
+
+def test_base_budgets_are_the_base_machines_own_and_a_point_over_its_area_is_not_run(tmp_path):
+    """The grid's runs start together, the base's among them: the area budget "base" is known
+    before any run (the base's area), the power budget "base" after the base's run, and a point
+    over the area budget costs no run."""
+    from machine import preset
+    spec = folder(tmp_path, SPEC_BASE)
+    result = explore(spec, tmp_path / "out", workers=2, progress=False)
+    base = next(r for r in result.points if r["is_base"])
+    tiny = preset("tiny")
+    assert result.budgets == {"area_mm2": machine_area(tiny).total, "power_w": base["power_w"]}
+    params = {**PARAMS, "level.root.memory_bytes": [65536, 33554432]}   # 32 MB: over tiny's 16
+    within = set()
+    for combo in itertools.product(*params.values()):
+        values = dict(zip(params, combo))
+        if machine_area(machine_at(values)).total <= machine_area(tiny).total:
+            within.add(combo)
+    own = (tiny.frequency_hz, tiny.fanouts[0], tiny.levels[0].memory_bandwidth,
+           tiny.levels[0].memory_bytes, tiny.levels[1].memory_bytes)
+    assert 0 < len(within) < 48
+    # two workloads a machine; a point equal to the base is the base
+    assert result.ran == 2 * len(within | {own})
+    rows = {tuple(r[p] for p in params): r for r in result.points if not r["is_base"]}
+    assert len(rows) == 48
+    for combo, r in rows.items():
+        if combo in within:
+            assert not r["reason"].startswith("area_mm2"), r["reason"]
+        else:
+            assert r["reason"].startswith("area_mm2 ") and not r["feasible"]
+    over = [r for r in result.points if r["reason"].startswith("power_w ")]
+    assert all(r["power_w"] > base["power_w"] for r in over)
+
+
+SPEC_BASE = SPEC.replace("area_mm2 = 0.6\npower_w = 1.5", 'area_mm2 = "base"\npower_w = "base"') \
+    .replace("memory_bytes = [65536]", "memory_bytes = [65536, 33554432]")
