@@ -22,7 +22,9 @@ import zlib
 from pathlib import Path
 from typing import Callable
 
-import ml_dtypes
+import sys
+from collections.abc import Mapping
+
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
@@ -38,17 +40,47 @@ __all__ = ["SEMANTICS", "NP_DTYPES", "lowest", "dtype_name", "cast_array", "exec
            "load_feeds", "read_npz_feeds", "conform_feed", "save_outputs", "gather_index_error",
            "nonfinite", "FirstNonFinite", "nonfinite_note"]
 
-NP_DTYPES = {"f32": np.dtype(np.float32), "i32": np.dtype(np.int32),
-             "f16": np.dtype(np.float16), "bf16": np.dtype(ml_dtypes.bfloat16),
-             "i8": np.dtype(np.int8)}
-_NAME_OF = {v: k for k, v in NP_DTYPES.items()}
+_NATIVE = {"f32": np.dtype(np.float32), "i32": np.dtype(np.int32), "f16": np.dtype(np.float16),
+           "i8": np.dtype(np.int8)}
+
+
+class _NumpyDtypes(Mapping):
+    """The numpy dtype of each ISA type. bf16's is ml_dtypes.bfloat16; ml_dtypes takes about
+    half a second to import, so it is imported at the first use of bf16 (or of the whole
+    mapping), not by a timing-only run that never needs it."""
+
+    def __init__(self):
+        self._all = None
+
+    def _load(self) -> dict:
+        if self._all is None:
+            import ml_dtypes
+            self._all = {**_NATIVE, "bf16": np.dtype(ml_dtypes.bfloat16)}
+        return self._all
+
+    def __getitem__(self, name: str) -> np.dtype:
+        dt = _NATIVE.get(name)
+        return dt if dt is not None else self._load()[name]
+
+    def __iter__(self):
+        return iter(self._load())
+
+    def __len__(self) -> int:
+        return len(self._load())
+
+
+NP_DTYPES = _NumpyDtypes()
+_NAME_OF = {v: k for k, v in _NATIVE.items()}
 
 
 def dtype_name(dt) -> str:
     """The ISA name of a numpy dtype that NP_DTYPES holds (any other integer kind counts as i32,
     any other float as f32)."""
     dt = np.dtype(dt)
-    return _NAME_OF.get(dt) or ("i32" if dt.kind in "iub" else "f32")
+    name = _NAME_OF.get(dt)
+    if name is None and "ml_dtypes" in sys.modules and dt == NP_DTYPES["bf16"]:
+        name = "bf16"       # a bfloat16 array exists only once ml_dtypes is imported
+    return name or ("i32" if dt.kind in "iub" else "f32")
 
 
 def _wide(x: np.ndarray) -> np.ndarray:

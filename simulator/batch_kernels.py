@@ -72,7 +72,7 @@ ELEMENTWISE = ("add", "sub", "mul", "div", "relu", "sigmoid", "tanh", "exp", "sq
 def _c(a, dtype) -> np.ndarray:
     """`a` as a writeable C-contiguous array of `dtype` (one compiled form per kernel); f16 and
     bf16 to float32 through a table of all their values (numpy's f16 cast is 3x slower)."""
-    table = UPCAST.get(a.dtype)
+    table = UPCAST.get(a.dtype.name)
     if table is not None and dtype == _F32:
         bits = np.ascontiguousarray(a).view(np.uint16).reshape(-1)
         out = np.empty(a.shape, np.float32)

@@ -19,7 +19,6 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-from isa.reference import NP_DTYPES
 
 __all__ = ["narrow", "dest", "combine", "combine_run", "upcast_k", "downcast_k", "UPCAST", "NO_TABLE", "f16_table",
            "F32_DEST", "F16_DEST", "BF16_DEST"]
@@ -29,7 +28,7 @@ jit = njit(cache=True, error_model="numpy", nogil=True)
 #: (significant bits, frexp exponent of the smallest normal, largest finite value) of the
 #: destinations kept in float32 buffers; 0 bits: float32 itself, rounded by the store
 F32_DEST, F16_DEST = (0, 0, 0.0), (11, -13, 65504.0)
-BF16_DEST = (8, -125, float(np.finfo(NP_DTYPES["bf16"]).max))
+BF16_DEST = (8, -125, float.fromhex("0x1.fep127"))     # bf16's largest: (2 - 2**-7) * 2**127
 
 
 # ---------------------------------------------------------------- rounding and combining
@@ -166,6 +165,7 @@ def f16_table() -> np.ndarray:
 
 
 _DOWNCAST: dict = {}
-#: float32 of every f16 and every bf16 bit pattern
-UPCAST = {NP_DTYPES[t]: np.arange(1 << 16, dtype=np.uint16).view(NP_DTYPES[t]).astype(np.float32)
-           for t in ("f16", "bf16")}
+#: float32 of every f16 and every bf16 bit pattern, by the numpy dtype's name (a bf16 value
+#: is the upper half of a float32's bits)
+UPCAST = {"float16": np.arange(1 << 16, dtype=np.uint16).view(np.float16).astype(np.float32),
+          "bfloat16": (np.arange(1 << 16, dtype=np.uint32) << np.uint32(16)).view(np.float32)}

@@ -16,6 +16,7 @@ element-wise result):
 - i8 products accumulate exactly into i32 and every move or compare is exact: equality.
 """
 from dataclasses import replace
+from pathlib import Path
 
 import ml_dtypes
 import numpy as np
@@ -407,3 +408,31 @@ def test_f16_moves_half_the_bytes_of_f32_where_the_plans_cut_alike(machine):
                         [s.ways for s in n.splits], m.levels[n.level].broadcast,
                         order=n.order).totals()
         assert (2 * half["bytes_down"], 2 * half["bytes_up"]) == (n.bytes_down, n.bytes_up)
+
+
+def test_the_upcast_tables_and_bf16s_largest_are_the_types_own():
+    """The kernels' tables of every f16 and bf16 bit pattern as float32, and bf16's largest
+    finite value, built without ml_dtypes, are ml_dtypes' and numpy's own, bit for bit (NaN
+    payloads included)."""
+    from simulator.narrow import BF16_DEST, UPCAST
+    bits = np.arange(1 << 16, dtype=np.uint16)
+    for dtype in (np.dtype(np.float16), np.dtype(ml_dtypes.bfloat16)):
+        own = bits.view(dtype).astype(np.float32)
+        assert np.array_equal(UPCAST[dtype.name].view(np.uint32), own.view(np.uint32))
+    assert BF16_DEST[2] == float(np.finfo(ml_dtypes.bfloat16).max)
+
+
+def test_a_timing_only_run_imports_no_bf16_support():
+    """ml_dtypes takes about half a second to import: a process that compiles and runs a
+    program timing-only never needs it, and bf16 still works once asked for."""
+    import subprocess
+    import sys
+    code = ("import sys, fractal\n"
+            "fractal.run('programs/mlp.fasm', 'tiny', functional=False)\n"
+            "assert 'ml_dtypes' not in sys.modules, 'imported'\n"
+            "from isa.reference import NP_DTYPES, dtype_name\n"
+            "assert NP_DTYPES['bf16'].name == 'bfloat16' and dtype_name(NP_DTYPES['bf16']) == 'bf16'\n"
+            "assert sorted(NP_DTYPES) == ['bf16', 'f16', 'f32', 'i32', 'i8']\n")
+    done = subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[2],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr[-2000:]
