@@ -138,8 +138,10 @@ class Decomposer:
                                                   if pin else ({}, {}, None))
         cuttable = [a for a in free if a not in fixed_pieces]
         fitted = []
-        for ways in _parallel_candidates([s // m for s, m in zip(sizes, least)],
-                                         [a for a in free if a not in fixed_ways],
+        # an axis's ways leave every part of its pieces at least its least (a pinned piece
+        # count is fixed: the ways share what each of its pieces holds)
+        most = [s // fixed_pieces.get(a, 1) // m for a, (s, m) in enumerate(zip(sizes, least))]
+        for ways in _parallel_candidates(most, [a for a in free if a not in fixed_ways],
                                          node.fanout // math.prod(fixed_ways.values())):
             candidates += 1
             for a, n in fixed_ways.items():

@@ -206,3 +206,24 @@ def test_a_level_without_decode_cycles_plans_and_runs():
     program = fractal.load_program(Path("programs/elementwise.fasm").read_text())
     report = fractal.run(program, replace(m, levels=tuple(levels)), functional=False)
     assert report.cycles > 0
+
+
+def test_a_pinned_piece_count_limits_the_parallel_ways_to_the_axis_least(tmp_path):
+    # was: internal error (RuleBroken: a topk part of 8 elements asked for its 11 smallest).
+    # The pin cuts N into 6 serial pieces of 37 or 38; the search then shared each among the
+    # fan-out's 4 children, 9 or 10 elements each, below topk's `min K`.
+    import numpy as np
+    import fractal
+    lib = ROOT / "programs" / "lib" / "topk.fasm"
+    p = write(tmp_path, "p.fasm", f'include "{lib}"\ntensor x : f32[2, 224] input\n'
+              "tensor vals : f32[2, 11] output\ntensor idx : i32[2, 11] output\n"
+              "topk vals, idx, x\n")
+    pins = write(tmp_path, "map.toml", "pin = [{line = 5, serial = {N = 6}}]\n")
+    x = np.random.default_rng(3).standard_normal((2, 224)).astype(np.float32)
+    report = fractal.run(p, "tiny", mapping=pins, inputs={"x": x})
+    root = fractal.compile(p, "tiny", pins).roots[0]
+    split = {s.name: s for s in root.splits}["N"]
+    assert split.pieces == 6 and 224 // 6 // split.ways >= 11
+    order = np.argsort(x, axis=1, kind="stable")[:, :11]
+    assert np.array_equal(report.outputs["idx"], order)
+    assert np.array_equal(report.outputs["vals"], np.take_along_axis(x, order, axis=1))
