@@ -267,6 +267,7 @@ def explore(spec: str | Path | Spec, out: str | Path, store: str | Path | None =
             study.budgets = _budgets(study, precheck(base_point(spec), {}), PRECHECKED)
             study.run(study._known([base_point(spec), *grid(spec)]))
             study.budgets = {}
+            bar.reset(total)                    # the rows follow, from the store
         study.record = False                    # the base on no budget: what "base" means
         base_row, = study.evaluate([base_point(spec)])
         study.budgets, study.record = _budgets(study, base_row), True
