@@ -18,12 +18,11 @@ a uint16 array (`x.view(np.uint16)` of an ml_dtypes.bfloat16 array), and outputs
 from __future__ import annotations
 
 import os
+import sys
 import zlib
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable
-
-import sys
-from collections.abc import Mapping
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view

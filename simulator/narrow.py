@@ -19,7 +19,6 @@ from llvmlite import ir
 from numba import njit, types
 from numba.core.extending import intrinsic
 
-
 __all__ = ["narrow", "dest", "combine", "combine_run", "upcast_k", "downcast_k", "UPCAST", "NO_TABLE", "f16_table",
            "F32_DEST", "F16_DEST", "BF16_DEST"]
 
