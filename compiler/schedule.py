@@ -52,25 +52,30 @@ class PieceWork:
     store_link_bytes: int       # over the busiest child's link
     child_reduce_ops: int = 0   # g work on the children's LFUs, adding to the partials they keep
     child_reduce_max: int = 0   # the most of it one child does
+    busy: int = 0               # how many children the piece gives work to
+
+    @functools.cached_property
+    def largest(self) -> int:
+        """Points of the iteration space in the largest child box."""
+        return max(math.prod(e) for _, e, _ in self.widest)
 
     @functools.cached_property
     def boxes(self) -> tuple:
         """The distinct child boxes: ((starts, extents, how many children), ...)."""
         return _boxes(self.groups, itertools.product(*[range(len(gs)) for gs in self.groups]))
 
-    @property
-    def busy(self) -> int:
-        """How many children the piece gives work to."""
-        return math.prod(sum(g[2] for g in gs) for gs in self.groups)
-
 
 def _boxes(groups, combos) -> tuple:
     """((starts, extents, how many children), ...) of these combinations of per-axis groups."""
     out = []
     for c in combos:
-        picked = [gs[g] for gs, g in zip(groups, c)]
-        out.append((tuple(p[0] for p in picked), tuple(p[1] for p in picked),
-                    math.prod(p[2] for p in picked)))
+        starts, extents, n = [], [], 1
+        for gs, g in zip(groups, c):
+            start, extent, count = gs[g]
+            starts.append(start)
+            extents.append(extent)
+            n *= count
+        out.append((tuple(starts), tuple(extents), n))
     return tuple(out)
 
 
@@ -197,6 +202,11 @@ class _Axis:
             self._add(i, 1, (False, i == n - 1) if ends else (False, False))
         self.parts = r * min(ways, q + 1) + (n - r) * min(ways, q)
         self.slots = min(ways, q + 1 if r else q)   # child ranges of the longest piece
+        self.pieces = n
+        per_kind: dict = {}
+        for k, count in self.runs:
+            per_kind[k] = per_kind.get(k, 0) + count
+        self.per_kind = tuple(per_kind.items())     # (kind id, how many pieces of it)
 
     def _range(self, i: int) -> tuple[int, int]:
         q, r = self._q, self._r
@@ -284,10 +294,14 @@ class Schedule:
         cut = [a for a in self.red_axes if parts[a] > 1]
         self.reduce = amap.axes[cut[0]].reduce if cut else None     # the g this split needs
         self.kept = kept_axis(amap, parts)
-        self.serial = [sum(n for _, n in ax.runs) for ax in self.axes]    # pieces per axis
-        self.order = tuple(order) if order else default_order(amap)
-        check_order(amap, self.order, self.serial)
+        self.serial = [ax.pieces for ax in self.axes]       # pieces per axis
+        if order:
+            self.order = tuple(order)
+            check_order(amap, self.order, self.serial)
+        else:                           # reduction axes innermost: always a valid order
+            self.order = default_order(amap)
         self._work: dict = {}
+        self._first_loads: dict = {}    # which inputs a piece loads, by its axes' first flags
         if "operands" not in self.memo:
             # per operand: bytes of one element times its whole and broadcast dimensions, and
             # the axes it depends on
@@ -312,7 +326,7 @@ class Schedule:
     # ------------------------------------------------------------ pieces
     @property
     def count(self) -> int:
-        return math.prod(sum(n for _, n in ax.runs) for ax in self.axes)
+        return math.prod(self.serial)
 
     def sequence(self):
         """The kind of every piece, in execution order."""
@@ -327,14 +341,10 @@ class Schedule:
 
     def counts(self) -> dict:
         """How many pieces of each kind."""
-        per_axis = []
+        out = {(): 1}
         for ax in self.axes:
-            c: dict = {}
-            for k, n in ax.runs:
-                c[k] = c.get(k, 0) + n
-            per_axis.append(list(c.items()))
-        return {tuple(k for k, _ in combo): math.prod(n for _, n in combo)
-                for combo in itertools.product(*per_axis)}
+            out = {kind + (k,): n * m for kind, n in out.items() for k, m in ax.per_kind}
+        return out
 
     def calls(self):
         """Every child call in execution order: (starts, extents, brings the first partial of
@@ -437,9 +447,14 @@ class Schedule:
 
     def _loads(self, ak: tuple) -> tuple:
         """Per input operand, whether a piece of these axis kinds loads it (`operand_loads`)."""
-        deps = self._operands[1]
-        return tuple(operand_loads(self.order, deps[i], self.serial, [k.first for k in ak])
-                     for i in range(self.n_out, len(self.task.types)))
+        first = tuple(k.first for k in ak)
+        out = self._first_loads.get(first)
+        if out is None:
+            deps = self._operands[1]
+            out = self._first_loads[first] = tuple(
+                operand_loads(self.order, deps[i], self.serial, first)
+                for i in range(self.n_out, len(self.task.types)))
+        return out
 
     def _compute(self, ak: tuple, loads: tuple) -> PieceWork:
         task = self.task
@@ -454,6 +469,13 @@ class Schedule:
             b = base[i]
             for a, k in enumerate(ak):
                 b *= k.sums[i] if a in deps[i] else copies[a]
+            return b
+
+        def sent_once(i) -> int:
+            """`sent(i, copies)` with one copy along every axis (a broadcast)."""
+            b = base[i]
+            for a in deps[i]:
+                b *= ak[a].sums[i]
             return b
 
         def busiest(operands) -> int:
@@ -471,7 +493,7 @@ class Schedule:
 
         inputs = [i for i, fresh in zip(range(self.n_out, len(task.types)), loads) if fresh]
         outputs = range(self.n_out)
-        load = sum(sent(i, [1] * len(ak) if self.broadcast else per_child) for i in inputs)
+        load = sum(sent_once(i) if self.broadcast else sent(i, per_child) for i in inputs)
         reduce_ops = child_ops = child_max = 0
         stores = per_child
         g = self.reduce
@@ -504,7 +526,8 @@ class Schedule:
         return PieceWork(load_bytes=load, load_link_bytes=busiest(inputs), groups=groups,
                          widest=_boxes(groups, widest),
                          reduce_ops=reduce_ops, store_bytes=store, store_link_bytes=store_link,
-                         child_reduce_ops=child_ops, child_reduce_max=child_max)
+                         child_reduce_ops=child_ops, child_reduce_max=child_max,
+                         busy=math.prod(per_child))
 
     def _piece_outputs(self, ak) -> list:
         """Types of a piece's output regions (reduction axes do not appear in them)."""
@@ -565,7 +588,7 @@ class Schedule:
             cycles += n * per_piece
             fill = max(fill, journey - per_piece)
             moved += n * (w.load_bytes + w.store_bytes + w.reduce_ops)
-            imbalance += n * max(math.prod(e) for _, e, _ in w.widest) * w.busy
+            imbalance += n * w.largest * w.busy
         final = ceil_cycles(self.final_reduce_ops / node.lfu_ops_per_cycle)
         points = math.prod(ax.size for ax in self.amap.axes)
         return (node.decode_cycles + cycles + fill + final, moved + self.final_reduce_ops,
