@@ -491,7 +491,7 @@ class Schedule:
                 most = max(most, total)
             return most
 
-        inputs = [i for i, fresh in zip(range(self.n_out, len(task.types)), loads) if fresh]
+        inputs = [i for i, fresh in enumerate(loads, self.n_out) if fresh]
         outputs = range(self.n_out)
         load = sum(sent_once(i) if self.broadcast else sent(i, per_child) for i in inputs)
         reduce_ops = child_ops = child_max = 0
@@ -531,9 +531,14 @@ class Schedule:
 
     def _piece_outputs(self, ak) -> list:
         """Types of a piece's output regions (reduction axes do not appear in them)."""
-        return [TensorType(t.dtype, tuple(d.extent(0) if d.axis < 0 else ak[d.axis].extent
+        key = ("outputs", tuple(k.extent for k in ak))
+        out = self.memo.get(key)
+        if out is None:
+            out = self.memo[key] = [
+                TensorType(t.dtype, tuple(d.extent(0) if d.axis < 0 else ak[d.axis].extent
                                           for d in dims))
                 for t, dims in zip(self.task.outputs, self.amap.operands)]
+        return out
 
     # ------------------------------------------------------------ the whole split
     def totals(self) -> dict:
