@@ -5,7 +5,7 @@ targets, on f1 and f100, in f16.
     python benchmarks/bound_fraction.py                  # a few minutes
     python benchmarks/bound_fraction.py --out bound_fraction.md
 
-Cases: a 4096^3 matmul; VGG-16's conv3_2 (256 -> 256 channels, 3x3 pad 1, 56x56) at batch 32;
+Cases: a 4096^3 matmul (and, on f100, square matmuls from 2048^3 to 16384^3); VGG-16's conv3_2 (256 -> 256 channels, 3x3 pad 1, 56x56) at batch 32;
 ResNet-18 at batch 32 (`fractal gen resnet18 --batch 32`), whose fraction is reported for the
 whole program and as the geometric mean over its instructions.
 """
@@ -24,11 +24,17 @@ import fractal                                   # noqa: E402
 from fractal.workloads import generate           # noqa: E402
 from host import header                          # noqa: E402
 
-MATMUL = """tensor a : f16[4096, 4096] input
-tensor b : f16[4096, 4096] input
-tensor c : f16[4096, 4096] output
-matmul c, a, b
-"""
+
+
+def square_matmul(n: int) -> str:
+    """An n^3 matmul in f16."""
+    return (f"tensor a : f16[{n}, {n}] input\ntensor b : f16[{n}, {n}] input\n"
+            f"tensor c : f16[{n}, {n}] output\nmatmul c, a, b\n")
+
+
+MATMUL = square_matmul(4096)
+#: sizes of the square matmul whose fraction on f100 shows its first load being amortised
+SIZES = (2048, 4096, 8192, 16384)
 CONV3_2 = """tensor x : f16[32, 256, 56, 56] input
 tensor w : f16[256, 256, 3, 3] input
 tensor y : f16[32, 256, 56, 56] output
@@ -87,6 +93,18 @@ def where_time_goes(machine: str = "f100") -> list[str]:
             f"{(total - first.end) / root.pieces:,.0f} cycles."]
 
 
+def by_size(machine: str = "f100") -> list[str]:
+    """The square matmul's fraction of its bound on `machine` at each of SIZES."""
+    rows = []
+    for n in SIZES:
+        r = fractal.run(fractal.load_program(square_matmul(n)), machine, functional=False)
+        bound = r.bound_seconds * r.cycles / r.seconds
+        rows.append(f"| {n:,} | {r.cycles:,} | {bound:,.0f} ({r.bound}) | "
+                    f"{r.fraction_of_bound:.3f} |")
+    return [f"The n^3 matmul on {machine} by size:", "",
+            "| n | cycles | bound cycles | fraction_of_bound |", "|---:|---:|---:|---:|", *rows]
+
+
 def cases():
     resnet = generate("resnet18", batch=32, dtype="f16")
     return [("matmul 4096^3", MATMUL), ("VGG-16 conv3_2, batch 32", CONV3_2),
@@ -117,7 +135,7 @@ def main(argv=None) -> int:
                          f"{f:.3f} | {TARGETS[name]:.2f} |")
             print(lines[-1], file=sys.stderr)
     lines += ["", f"Geometric mean of the fractions: {statistics.geometric_mean(fractions):.3f}.",
-              "", *pinned(), "", *where_time_goes(), "", f"Took {time.perf_counter() - start:.0f} s."]
+              "", *pinned(), "", *where_time_goes(), "", *by_size(), "", f"Took {time.perf_counter() - start:.0f} s."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
