@@ -50,9 +50,9 @@ class PieceWork:
     reduce_ops: int             # g work on the node's LFU for this piece
     store_bytes: int            # written back through the port (0 while children keep partials)
     store_link_bytes: int       # over the busiest child's link
+    busy: int                   # how many children the piece gives work to
     child_reduce_ops: int = 0   # g work on the children's LFUs, adding to the partials they keep
     child_reduce_max: int = 0   # the most of it one child does
-    busy: int = 0               # how many children the piece gives work to
 
     @functools.cached_property
     def largest(self) -> int:
@@ -529,15 +529,15 @@ class Schedule:
                          child_reduce_ops=child_ops, child_reduce_max=child_max,
                          busy=math.prod(per_child))
 
-    def _piece_outputs(self, ak) -> list:
+    def _piece_outputs(self, ak) -> tuple:
         """Types of a piece's output regions (reduction axes do not appear in them)."""
         key = ("outputs", tuple(k.extent for k in ak))
         out = self.memo.get(key)
         if out is None:
-            out = self.memo[key] = [
+            out = self.memo[key] = tuple(
                 TensorType(t.dtype, tuple(d.extent(0) if d.axis < 0 else ak[d.axis].extent
                                           for d in dims))
-                for t, dims in zip(self.task.outputs, self.amap.operands)]
+                for t, dims in zip(self.task.outputs, self.amap.operands))
         return out
 
     # ------------------------------------------------------------ the whole split
