@@ -2,12 +2,13 @@
 over the simulated time, docs/compiler.md "Attainable bounds") for the cases of the mapping
 targets, on f1 and f100, in f16.
 
-    python benchmarks/bound_fraction.py                  # a few minutes
+    python benchmarks/bound_fraction.py                  # under a minute
     python benchmarks/bound_fraction.py --out bound_fraction.md
 
-Cases: a 4096^3 matmul (and, on f100, square matmuls from 2048^3 to 16384^3); VGG-16's conv3_2 (256 -> 256 channels, 3x3 pad 1, 56x56) at batch 32;
-ResNet-18 at batch 32 (`fractal gen resnet18 --batch 32`), whose fraction is reported for the
-whole program and as the geometric mean over its instructions.
+Cases: a 4096^3 matmul (and, on f100, square matmuls from 2048^3 to 16384^3); VGG-16's conv3_2
+(256 -> 256 channels, 3x3 pad 1, 56x56) at batch 32; ResNet-18 at batch 32 (`fractal gen
+resnet18 --batch 32`), whose fraction is reported for the whole program and as the geometric
+mean over its instructions.
 """
 from __future__ import annotations
 
@@ -23,7 +24,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import fractal                                   # noqa: E402
 from fractal.workloads import generate           # noqa: E402
 from host import header                          # noqa: E402
-
 
 
 def square_matmul(n: int) -> str:
@@ -93,13 +93,17 @@ def where_time_goes(machine: str = "f100") -> list[str]:
             f"{(total - first.end) / root.pieces:,.0f} cycles."]
 
 
+def bound_cycles(r) -> float:
+    """A report's attainable bound in cycles."""
+    return r.bound_seconds * r.cycles / r.seconds
+
+
 def by_size(machine: str = "f100") -> list[str]:
     """The square matmul's fraction of its bound on `machine` at each of SIZES."""
     rows = []
     for n in SIZES:
         r = fractal.run(fractal.load_program(square_matmul(n)), machine, functional=False)
-        bound = r.bound_seconds * r.cycles / r.seconds
-        rows.append(f"| {n:,} | {r.cycles:,} | {bound:,.0f} ({r.bound}) | "
+        rows.append(f"| {n:,} | {r.cycles:,} | {bound_cycles(r):,.0f} ({r.bound}) | "
                     f"{r.fraction_of_bound:.3f} |")
     return [f"The n^3 matmul on {machine} by size:", "",
             "| n | cycles | bound cycles | fraction_of_bound |", "|---:|---:|---:|---:|", *rows]
@@ -130,12 +134,12 @@ def main(argv=None) -> int:
                 f = statistics.geometric_mean([i.fraction_of_bound for i in r.instructions])
             fractions.append(f)
             cycles = sum(i.cycles for i in r.instructions)
-            bound = r.bound_seconds * r.cycles / r.seconds
-            lines.append(f"| {name} | {machine} | {cycles:,} | {bound:,.0f} | {r.bound} | "
-                         f"{f:.3f} | {TARGETS[name]:.2f} |")
+            lines.append(f"| {name} | {machine} | {cycles:,} | {bound_cycles(r):,.0f} | "
+                         f"{r.bound} | {f:.3f} | {TARGETS[name]:.2f} |")
             print(lines[-1], file=sys.stderr)
     lines += ["", f"Geometric mean of the fractions: {statistics.geometric_mean(fractions):.3f}.",
-              "", *pinned(), "", *where_time_goes(), "", *by_size(), "", f"Took {time.perf_counter() - start:.0f} s."]
+              "", *pinned(), "", *where_time_goes(), "", *by_size(), "",
+              f"Took {time.perf_counter() - start:.0f} s."]
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

@@ -1,7 +1,7 @@
 """Where a compile's time goes: VGG-16 at batch 1 in f16 on `f1`, by phase of the search and by
 level, and what a machine that differs only in its root (the explorer's "new root") costs.
 
-    python benchmarks/compile_phases.py                  # about 15 seconds
+    python benchmarks/compile_phases.py                  # about 25 seconds
     python benchmarks/compile_phases.py --out compile_phases.md
 
 Each phase's own time (without the children it plans) is taken by wrappers around
@@ -9,7 +9,10 @@ Each phase's own time (without the children it plans) is taken by wrappers aroun
 shortlist's node-model pipelines) and `Decomposer._split` (the rest of the search). Priced
 candidates are counted by the step of `Decomposer._split` that asks for them: the first cut of
 each parallel split, the halvings until a piece fits, the halvings tried beyond that
-(`EXTRA_CUTS`) and the loop orders of the shortlist. The wrappers add a few percent.
+(`EXTRA_CUTS`) and the loop orders of the shortlist. The wrappers add a few percent, so the
+report first gives a fresh compile without them (best of 3). It also counts, per level, the
+splits whose shortlist's first entry (the closed form's cheapest) is not the fastest of its
+pipelines: how often the closed form alone would have chosen a slower split.
 """
 from __future__ import annotations
 
@@ -52,6 +55,8 @@ class Phases:
         self.steps = collections.Counter()
         self.stack = [0.0]
         self.where = _cost_steps()
+        self.shortlists: list[list] = []    # per split being searched: its pipelines' cycles
+        self.outranked = collections.Counter()  # (level, "splits" or "outranked")
 
     def wrap(self, name, fn, level_of):
         def timed(*args, **kw):
@@ -61,21 +66,34 @@ class Phases:
                 while frame.f_code.co_name == "<listcomp>":
                     frame = frame.f_back
                 self.steps[(key[1], self.where.get(frame.f_lineno, "other"))] += 1
+            if name == "search":
+                self.shortlists.append([])
             start = time.perf_counter()
             self.stack.append(0.0)
             try:
-                return fn(*args, **kw)
+                out = fn(*args, **kw)
+                if name == "pipelines":
+                    self.shortlists[-1].append(out[0])
+                return out
             finally:
+                if name == "search":
+                    self._ranked(key[1], self.shortlists.pop())
                 spent, inner = time.perf_counter() - start, self.stack.pop()
                 self.seconds[key] += spent - inner
                 self.calls[key] += 1
                 self.stack[-1] += spent
         return timed
 
+    def _ranked(self, level: int, cycles: list):
+        if len(cycles) > 1:
+            self.outranked[(level, "splits")] += 1
+            self.outranked[(level, "outranked")] += min(cycles[1:]) < cycles[0]
+
     def clear(self):
         self.seconds.clear()
         self.calls.clear()
         self.steps.clear()
+        self.outranked.clear()
 
 
 def instrument(names) -> Phases:
@@ -102,6 +120,10 @@ def table(ph: Phases, names, total: float) -> list[str]:
     for step in STEPS:
         cells = [f"{ph.steps[(lv, step)]:,}" for lv in range(len(names) - 1)]
         out.append(f"| candidates priced for: {step} | " + " | ".join(cells) + " |")
+    cells = [f"{ph.outranked[(lv, 'outranked')]:,} of {ph.outranked[(lv, 'splits')]:,}"
+             for lv in range(len(names) - 1)]
+    out.append("| splits whose closed-form cheapest is not the fastest pipeline | "
+               + " | ".join(cells) + " |")
     return out + [""]
 
 
@@ -112,10 +134,17 @@ def main(argv=None) -> int:
     program = parse_program(generate("vgg16", batch=1, dtype="f16"), "vgg16-b1-f16.fasm")
     f1 = preset("f1")
     names = [lv.name for lv in f1.levels]
+    plain = []
+    for _ in range(3):
+        start = time.perf_counter()
+        decompose.compile_program(program, f1)
+        plain.append(time.perf_counter() - start)
     ph = instrument(names)
     plans: dict = {}
     lines = header("Where a VGG-16 compile's time goes (batch 1, f16, f1)",
                    "own seconds of each phase, without the children it plans")
+    lines += [f"A fresh compile without the wrappers: {min(plain):.2f} s (best of 3; "
+              + ", ".join(f"{t:.2f}" for t in plain) + ")", ""]
     start = time.perf_counter()
     decompose.compile_program(program, f1, table=SharedTable(f1, plans))
     lines += ["### A fresh compile", ""] + table(ph, names, time.perf_counter() - start)
