@@ -43,7 +43,7 @@ from isa.opcodes import OpClass
 from isa.program import Program
 from machine import Machine, check_machine_shape
 
-__all__ = ["CompileError", "compile_program", "Decomposer"]
+__all__ = ["CompileError", "compile_program", "Decomposer", "plan_inputs"]
 
 EXTRA_CUTS = 4         # serial cuts tried beyond the fewest that fit, kept while they lower the cost
 EXTRA_CUT_CANDIDATES = 4   # ... on this many of the cheapest parallel splits
@@ -274,6 +274,15 @@ class Decomposer:
         return dataclasses.replace(node, est_joules=_joules(node, self.machine, self.plan))
 
 
+def plan_inputs(machine: Machine, level: int) -> tuple:
+    """What the plan of any task at `level` depends on: that level without its own memory
+    capacity (only its parent's split reads that, to size the pieces it sends), every level
+    below it, and the leaf compute. Machines equal here plan every task at `level` alike, so a
+    design-space search shares those plans between them (`compile_program`'s `table`)."""
+    own = dataclasses.replace(machine.levels[level], memory_bytes=0, physical_memory=())
+    return level, own, machine.levels[level + 1:], machine.compute
+
+
 def _own_joules(node: NodePlan, machine: Machine) -> NodePlan:
     """A node without children with its dynamic energy estimate."""
     return dataclasses.replace(node, est_joules=sum(j for _, _, j in node_joules(node, machine)))
@@ -452,7 +461,7 @@ def compile_program(program: Program, machine: Machine, mapping=None,
     """Decompose every instruction of a checked program for a machine; `mapping`
     (`compiler.mapping.Mapping`) pins some of their cuts, `objective` (one of `OBJECTIVES`) is
     what each node's choice minimises. `table`, a mapping (task, level) -> NodePlan, holds plans
-    made before for a machine whose levels from that level down are the same (a design-space
+    made before for a machine whose `plan_inputs` at that level are the same (a design-space
     search shares them across machines); by default the plans start afresh."""
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})",

@@ -5,10 +5,10 @@ mode under the compiler's `cycles` objective) and gives the same row; two things
 remembers between the machines it runs make most of them cheaper:
 
 - plans of shared lower levels. The plan of a task at level l depends only on the levels from
-  l down (`levels[l:]`) and the leaf's compute: the compiler's search at a node reads its own
-  level, the levels below and the compute (compiler/decompose.py). Every worker keeps the node
-  plans it made under that suffix, so a machine that differs from an earlier one only above
-  level l plans nothing at or below it again (`SharedTable`);
+  l down and the leaf's compute, and not on level l's own memory capacity, which only its
+  parent's split reads (`compiler.decompose.plan_inputs`). Every worker keeps the node plans it
+  made under those inputs, so a machine that differs from an earlier one only above level l, or
+  in level l's memory capacity, plans nothing at or below it again (`SharedTable`);
 - timing classes. Under the `cycles` objective no choice of the compiler and no cycle of the
   simulator depends on the clock, the process node, the memories' technology or any energy
   figure (pJ per byte or op, static watts): these enter only seconds, energy and area. Two
@@ -25,7 +25,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from compiler import verify_plan
-from compiler.decompose import compile_program
+from compiler.decompose import compile_program, plan_inputs
 from compiler.plan import Plan
 from fractal.store import program_inputs
 from fractal.sweep import ENERGY_PARTS, timing_row
@@ -68,11 +68,11 @@ def timing_class(m: Machine) -> Machine:
 
 
 class SharedTable:
-    """A plan table (`compile_program`'s `table`) backed by the plans of every machine that shares a level's
-    suffix (its levels from there down and the leaf compute)."""
+    """A plan table (`compile_program`'s `table`) backed by the plans of every machine with the
+    same `plan_inputs` at a level."""
 
     def __init__(self, machine: Machine, plans: dict):
-        self.by_level = [plans.setdefault((i, machine.levels[i:], machine.compute), {})
+        self.by_level = [plans.setdefault(plan_inputs(machine, i), {})
                          for i in range(machine.depth + 1)]
 
     def get(self, key, default=None):

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
+from compiler.decompose import plan_inputs
 from compiler.tables import frame, html_table
 from fractal.explore.evaluate import Evaluation, Job, run_job, timing_class
 from fractal.explore.outcome import PRECHECKED, outcome, precheck
@@ -113,14 +114,15 @@ class _Study:
                     inputs = timing_inputs(w.program, p.machine, self.digests[i])
                     runs[evaluation_key(TIMING, inputs)] = (p, i, inputs)
         results = self.db.get_many(runs)
-        # by the levels below the root, then by timing class: a worker that runs one group
-        # reuses the lower levels' plans across its classes and derives within each class
+        # by what the plans below the root depend on, then by timing class: a worker that runs
+        # one group reuses the lower levels' plans across its classes and derives within each
         groups: dict = {}
         for key, (p, i, _) in runs.items():
             if key not in results:
                 w = self.spec.workloads[i]
                 c = timing_class(p.machine)
-                groups.setdefault((c.levels[1:], c.compute), {}).setdefault(c, []).append(
+                below = plan_inputs(c, 1) if c.depth else c.compute
+                groups.setdefault(below, {}).setdefault(c, []).append(
                     Evaluation(key, w.label, w.program, p.machine))
         pending = dict.fromkeys((self._name(p) for p in todo), 0)
         for key, (p, _, _) in runs.items():

@@ -4,6 +4,7 @@ figures)."""
 import dataclasses
 
 from compiler import compile_program
+from compiler.decompose import plan_inputs
 from fractal import api
 from fractal.explore.evaluate import Evaluation, Memo
 from fractal.sweep import timing_row
@@ -30,10 +31,37 @@ def test_plans_of_shared_lower_levels_are_those_of_a_fresh_compile():
     # the levels below the root are the same machine's: their plans are the first one's
     below = [(task, lv) for task, lv in plan.table if lv >= 1]
     shared = [(task, lv) for task, lv in below
-              if task in before.get((lv, other.levels[lv:], other.compute), ())]
+              if task in before.get(plan_inputs(other, lv), ())]
     assert shared and len(below) > 0
-    assert not any(task in before.get((0, other.levels, other.compute), ())
+    assert not any(task in before.get(plan_inputs(other, 0), ())
                    for task, lv in plan.table if lv == 0)      # a root of its own
+
+
+def test_a_level_plans_alike_whatever_its_own_memory_capacity():
+    program = api.load_program(ROOT / "programs" / "mlp.fasm")
+    base = preset("tiny").rescaled(2, 4)
+    mid = base.levels[1]
+    small = dataclasses.replace(base, levels=(
+        base.levels[0], dataclasses.replace(mid, memory_bytes=mid.memory_bytes // 64),
+        base.levels[2]))
+    assert plan_inputs(small, 1) == plan_inputs(base, 1)
+    assert plan_inputs(small, 0) != plan_inputs(base, 0)    # the root sizes its pieces by it
+    fresh = {m: {} for m in (base, small)}
+    for m, table in fresh.items():
+        compile_program(program, m, table=table)
+    common = [k for k in fresh[base] if k[1] >= 1 and k in fresh[small]]
+    assert common and all(fresh[base][k] == fresh[small][k] for k in common)
+    memo = Memo()
+    memo.compile(program, base)
+    planned = {lv: set(tasks) for (lv, *_), tasks in memo.plans.items()}
+    plan = memo.compile(program, small)
+    assert plan == compile_program(program, small)
+    # the second machine's level-1 tasks that the first planned are taken, not planned again
+    reused = [task for task, lv in plan.table if lv == 1 and task in planned[1]]
+    assert reused and len(memo.plans[plan_inputs(small, 1)]) == len(
+        {t for t, lv in fresh[base] if lv == 1} | {t for t, lv in fresh[small] if lv == 1})
+    got = memo.evaluate(Evaluation("k", "mlp", program, small))
+    assert got == timing_row(program, small, "mlp")
 
 
 def test_rows_within_a_timing_class_are_those_of_fresh_runs():
