@@ -45,7 +45,10 @@ from machine import Machine, check_machine_shape
 
 __all__ = ["CompileError", "compile_program", "Decomposer", "plan_inputs"]
 
-EXTRA_CUTS = 4         # serial cuts tried beyond the fewest that fit, kept while they lower the cost
+#: serial cuts tried beyond the fewest that fit, kept while they lower the cost, at the root and
+#: below it (a fourth below the root changes the cycles of no suite case by more than 0.3% and
+#: costs a quarter of a VGG-16 compile: docs/compiler.md, "Where a compile's time goes now")
+EXTRA_CUTS = (4, 3)
 EXTRA_CUT_CANDIDATES = 4   # ... on this many of the cheapest parallel splits
 #: candidates whose children are planned and whose pipeline is run (the simulator's node model)
 #: to choose among, at the root and below it: the cheapest by the closed-form estimate with
@@ -160,7 +163,7 @@ class Decomposer:
         paths = []
         for cost, pieces, ways in sorted(fitted)[:EXTRA_CUT_CANDIDATES]:
             path = [(cost, pieces)]
-            for _ in range(EXTRA_CUTS):      # a few more cuts while they pay (deeper pipelining)
+            for _ in range(EXTRA_CUTS[min(level, 1)]):     # more cuts while they pay
                 steps = [(p, model.cost(p, ways)) for p in model.halvings(pieces, ways, cuttable)]
                 if not steps:
                     break

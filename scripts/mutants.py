@@ -43,8 +43,8 @@ MUTATIONS = [
     ("energy: the parent's memory energy of a transfer dropped", "simulator/energy.py",
      'levels[s.level - 1]["memory"] += moved * parent.memory_pj_per_byte * PJ',
      'levels[s.level - 1]["memory"] += 0.0'),
-    ("compiler: no extra serial cuts (EXTRA_CUTS = 0)", "compiler/decompose.py",
-     "EXTRA_CUTS = 4", "EXTRA_CUTS = 0"),
+    ("compiler: no extra serial cuts (EXTRA_CUTS = (0, 0))", "compiler/decompose.py",
+     "EXTRA_CUTS = (4, 3)", "EXTRA_CUTS = (0, 0)"),
     # the cost model's per-piece time (Schedule.estimate; formerly _CostModel.cost)
     ("compiler: no memory-port term in the cost model's per-piece time", "compiler/schedule.py",
      "per_piece = max(st.load_port + st.store_port, *links, execute, st.reduce,",
