@@ -3,6 +3,7 @@ timing-only, each point a fresh evaluation (an empty results store).
 
     python benchmarks/explore_speed.py                  # about five minutes on 2 cores
     python benchmarks/explore_speed.py --out explore_speed.md --workers 2
+    python benchmarks/explore_speed.py --grid-only --grid memory   # one grid alone
 
 A design point costs what the explorer cannot reuse (`fractal/explore/evaluate.py`), so the
 report gives the rate of each kind of point on one worker, then of a mixed grid:
@@ -13,7 +14,8 @@ report gives the rate of each kind of point on one worker, then of a mixed grid:
 - same timing class: a machine that differs from an earlier one only in its clock, process
   node or energy figures, whose row is derived from the earlier run's plan and cycles;
 - the mixed grid: frequency x process node x the card's memory bandwidth x the clusters' memory,
-  3 x 3 x 3 x 2 = 54 points, through `fractal.explore.explore` on `--workers` processes.
+  3 x 3 x 3 x 2 = 54 points, through `fractal.explore.explore` on `--workers` processes;
+  `--grid memory` runs instead the clusters' memory alone, 4 sizes (the base among them).
 """
 from __future__ import annotations
 
@@ -51,6 +53,15 @@ memory_bytes = [2_097_152, 4_194_304]
 [search]
 objectives = ["latency", "energy"]
 """
+#: the clusters' memory capacity alone: the plans of the clusters' tasks are shared between
+#: its values (compiler.decompose.plan_inputs), the card's are not
+MEMORY_GRID = GRID.split("[vary]")[0] + """[vary.level.cluster]
+memory_bytes = [1_048_576, 2_097_152, 4_194_304, 8_388_608]
+
+[search]
+objectives = ["latency", "energy"]
+"""
+GRIDS = {"mixed": GRID, "memory": MEMORY_GRID}
 
 
 def kinds(program, repeat: int) -> list[tuple[str, int, float]]:
@@ -88,6 +99,8 @@ def main(argv=None) -> int:
     p.add_argument("--workers", type=int, default=2)
     p.add_argument("--repeat", type=int, default=4, help="new-root points (at most 4)")
     p.add_argument("--out", help="also write the report to this file")
+    p.add_argument("--grid", choices=sorted(GRIDS), default="mixed", help="which grid to explore")
+    p.add_argument("--grid-only", action="store_true", help="time the grid alone")
     args = p.parse_args(argv)
     from fractal.explore import explore
     from fractal.workloads import generate
@@ -97,12 +110,12 @@ def main(argv=None) -> int:
                    "VGG-16 at batch 1 in f16, timing-only, machines near f1; an empty results "
                    "store, so every point is evaluated")
     lines += ["| design points | points | wall (s) | points/s |", "|---|---:|---:|---:|"]
-    for kind, n, seconds in kinds(program, args.repeat):
+    for kind, n, seconds in ([] if args.grid_only else kinds(program, args.repeat)):
         lines.append(f"| {kind}, one worker | {n} | {seconds:.2f} | {n / seconds:.2f} |")
         print(lines[-1], file=sys.stderr)
     folder = Path(tempfile.mkdtemp(prefix="explore-speed-"))
     try:
-        (folder / "spec.toml").write_text(GRID)
+        (folder / "spec.toml").write_text(GRIDS[args.grid])
         start = time.perf_counter()
         result = explore(folder / "spec.toml", folder / "out", workers=args.workers,
                          progress=False)
@@ -110,8 +123,10 @@ def main(argv=None) -> int:
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     n = len(result.points)
-    lines.append(f"| the mixed grid (54 points and the base), {args.workers} workers, "
-                 f"{result.ran} runs | {n} | {seconds:.2f} | {n / seconds:.2f} |")
+    what = ("the mixed grid (54 points and the base)" if args.grid == "mixed" else
+            "the clusters' memory (4 points, the base among them)")
+    lines.append(f"| {what}, {args.workers} workers, {result.ran} runs | {n} | {seconds:.2f} | "
+                 f"{n / seconds:.2f} |")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:
