@@ -133,8 +133,7 @@ class _Study:
                 finish(p, pre, runs, results)
         n = (os.cpu_count() or 1) if self.workers is None else self.workers
         jobs = ([Job(tuple(e for c in g.values() for e in c)) for g in groups.values()]
-                if len(groups) >= n or self.dask is not None else
-                [Job(tuple(c)) for g in groups.values() for c in g.values()])
+                if len(groups) >= n or self.dask is not None else _chunks(groups, n))
         n = max(1, min(n, len(jobs)))
         for _, done in (_results(jobs, n, self.dask, run_job) if jobs else ()):
             for key, (kind, value) in done:
@@ -171,6 +170,19 @@ class _Study:
         self.bar.update()
         self.bar.set_postfix(feasible=sum(r["feasible"] for r in self.rows.values()),
                              front=len(self.tracker), refresh=False)
+
+
+def _chunks(groups: dict, n: int) -> list:
+    """About n jobs from fewer groups: each group's timing classes in consecutive runs."""
+    total = sum(len(g) for g in groups.values())
+    jobs = []
+    for g in groups.values():
+        cs = list(g.values())
+        parts = max(1, min(len(cs), round(n * len(cs) / total)))
+        for k in range(parts):
+            chunk = cs[k * len(cs) // parts:(k + 1) * len(cs) // parts]
+            jobs.append(Job(tuple(e for c in chunk for e in c)))
+    return jobs
 
 
 def _budgets(study: _Study, base: dict, names=None) -> dict:

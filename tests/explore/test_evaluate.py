@@ -85,3 +85,15 @@ def test_a_machine_the_program_does_not_fit_gives_the_fresh_message():
     memo = Memo()
     kind, row = memo.evaluate(Evaluation("k", "logreg", program, small))
     assert (kind, row) == timing_row(program, small, "logreg") and "cannot be fitted" in row["error"]
+
+
+def test_fewer_groups_than_workers_are_cut_into_runs_of_consecutive_classes():
+    from fractal.explore.search import _chunks
+    groups = {"a": {c: [f"{c}{i}" for i in range(2)] for c in "pqrstu"}, "b": {"v": ["v0"]}}
+    jobs = _chunks(groups, 4)
+    # every run once, in order, a class never split, each group's classes kept together
+    assert [e for j in jobs for e in j.runs] == [e for g in groups.values()
+                                                   for c in g.values() for e in c]
+    assert [j.runs for j in jobs] == [("p0", "p1", "q0", "q1"), ("r0", "r1", "s0", "s1"),
+                                      ("t0", "t1", "u0", "u1"), ("v0",)]
+    assert len(_chunks({"a": {"p": ["p0"]}}, 8)) == 1
