@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import simpy
 
-from compiler.reservation import Reservation, earliest_start, slot_rows
+from compiler.reservation import Reservation, compose, earliest_start, slot_rows
 from compiler.rules import ceil_cycles
 from compiler.schedule import Schedule, stage_times
 from isa.errors import InternalError
@@ -79,6 +79,7 @@ class NodePipeline:
         self.rows: dict = {}            # resource -> intervals held, from the task's start
         self.holds: list = []           # buffer holds
         self.active: list = []          # pieces whose child tasks may still run
+        self.placed_tasks: list = []    # per piece: (start, child reservations, slot rotation)
 
     def _note(self, i, stage, start, value=None):
         """A stage of piece i from `start` to now; with a value, a counter's value over it
@@ -103,7 +104,7 @@ class NodePipeline:
                                           slot_rows(self.holds, self.child.buffering),
                                           [(self.ld_starts[i], need)
                                            for i, need in self.schedule.slices()],
-                                          self._outflow())
+                                          self._outflow(), compose(self.placed_tasks))
 
     def _outflow(self) -> list:
         """When the task's results are final, slice by slice (`Schedule.results`)."""
@@ -222,6 +223,7 @@ class NodePipeline:
         self.active = [a for a in self.active if a[0] + max(r.cycles for r in a[1]) > now]
         at, rotation = earliest_start(self.active, tasks, now)
         self.active.append((at, tasks, rotation))
+        self.placed_tasks.append((at - int(self.t0), tasks, rotation))
         self.placed[i].succeed(at)
         if at > env.now:
             yield env.timeout(at - env.now)

@@ -20,10 +20,15 @@ start before the task ends and send each slice once it is (`Reservation.drain`).
 
 A leaf, a node running a data-movement instruction on its DMA, and a node priced by the closed
 form are *opaque*: one task holds all of the node from its start to its end, so the next starts
-when it ends. A split node's table holds its children as one resource, from each piece's start to
-its slowest child's end: children of consecutive tasks never overlap, only the node's own
-stages do (the next task's ID and first load while this one runs its last piece, writes back and
-reduces).
+when it ends. A split task's table also holds its **children's own tables** (`compose`), each
+child task's rows shifted to where its piece placed it: its children's controllers, ports, links,
+LFUs, buffers and, as one row, their own children (a leaf child holds all of itself, a row that
+meets every other row of the children). Those rows stand for the children when two tasks on one
+node are compared, so the next task's children may start their first piece while the previous
+task's run their last, where the children's tables allow, as a node's consecutive pieces do. To
+keep a table small, the children's intervals of all pieces but the first two and last two are
+covered by one interval per resource (a hull holds at least what it covers). The children's own
+children are not composed further: they stay one row.
 
 Buffers are slots: the `buffering` pieces a child's memory holds. Within a task each piece's
 buffer is given the lowest free slot; a following task may use its slots rotated (the next task's
@@ -38,7 +43,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-__all__ = ["Reservation", "earliest_start", "slot_rows"]
+__all__ = ["Reservation", "compose", "earliest_start", "slot_rows"]
 
 _uids = itertools.count()
 #: answers one table keeps (`next_allowed`), about 100 bytes each
@@ -71,6 +76,9 @@ class Reservation:
     # what of its outputs is final in its memory, and from when: ((cycles from its start, per
     # output operand the bytes final by then), ...); empty: all of them at its end
     outflow: tuple = ()
+    # its children's own tables, as its pieces placed them: resource -> array (n, 2), "*" where a
+    # child holds all of itself (`compose`); empty: the children row stands for them
+    kids: dict = field(default_factory=dict)
     uid: int = field(default_factory=lambda: next(_uids))
     _memo: dict = field(default_factory=dict, repr=False)
 
@@ -79,11 +87,20 @@ class Reservation:
         return cls(cycles=math.ceil(cycles))
 
     @classmethod
-    def of(cls, cycles: int, rows: dict, slots=(), intake=(), outflow=()) -> "Reservation":
-        merged = {r: _merged(v) for r, v in rows.items()}     # zero-length holds drop out
-        return cls(cycles=int(cycles), rows={r: v for r, v in merged.items() if len(v)},
-                   slots=tuple(_merged(v) for v in slots), intake=tuple(intake),
-                   outflow=tuple(outflow))
+    def of(cls, cycles: int, rows: dict, slots=(), intake=(), outflow=(),
+           kids=None) -> "Reservation":
+        return cls(cycles=int(cycles), rows=_rows(rows), slots=tuple(_merged(v) for v in slots),
+                   intake=tuple(intake), outflow=tuple(outflow), kids=_rows(kids or {}))
+
+    def own(self, rotation: int = 0) -> dict:
+        """What the task holds of its own node, by resource, its buffer slots renamed by
+        `rotation` (its children as one, the children row): what its parent composes."""
+        if self.opaque:
+            return {"*": np.array([[0, self.cycles]], dtype=np.int64)}
+        table = dict(self.rows)
+        for k, iv in enumerate(self.slots):
+            table[f"slot {(k + rotation) % len(self.slots)}"] = iv
+        return table
 
     def drain(self, transfer: int) -> int:
         """How long after this task starts a write-back of its outputs over `transfer` cycles
@@ -119,12 +136,14 @@ class Reservation:
         return not self.rows and not self.slots
 
     def _table(self, rotation: int = 0, n_slots: int = 0) -> dict:
-        """Rows by resource name, the buffer slots renamed by `rotation`."""
+        """Rows by resource name, the buffer slots renamed by `rotation`; where the children's
+        own tables are known, they stand for the children row (as "kid:<resource>")."""
         if self.opaque:
             return {"*": np.array([[0, self.cycles]], dtype=np.int64)}
-        table = dict(self.rows)
+        table = {r: v for r, v in self.rows.items() if not (self.kids and r == "children")}
         for k, iv in enumerate(self.slots):
             table[f"slot {(k + rotation) % max(n_slots, len(self.slots))}"] = iv
+        table.update((f"kid:{r}", v) for r, v in self.kids.items())
         return table
 
     def next_allowed(self, other: "Reservation", shift: int, rotation: int = 0) -> int:
@@ -152,7 +171,8 @@ class Reservation:
         if pairs is None:
             n = max(len(self.slots), len(other.slots))
             mine, theirs = self._table(0, n), other._table(rotation, n)
-            pairs = self._memo[key] = [(mine[r], theirs[r]) for r in mine if r in theirs]
+            pairs = self._memo[key] = [(mine[r], theirs[q]) for r in mine for q in theirs
+                                       if r == q or _kid_whole(r, q) or _kid_whole(q, r)]
         while True:
             jump = shift
             for a, b in pairs:
@@ -171,17 +191,51 @@ class Reservation:
             shift = jump
 
 
+def _kid_whole(r: str, q: str) -> bool:
+    """Whether row r, a child holding all of itself, meets row q, another of the children's."""
+    return r == "kid:*" and q.startswith("kid:") and q != r
+
+
+def _rows(rows: dict) -> dict:
+    merged = {r: _merged(v) for r, v in rows.items()}     # zero-length holds drop out
+    return {r: v for r, v in merged.items() if len(v)}
+
+
+def _held(r: Reservation) -> list:
+    return list(r.rows.values()) + list(r.kids.values()) + [s for s in r.slots if len(s)]
+
+
 def _first_use(r: Reservation) -> int:
     """When a task first holds anything (0 for an opaque one)."""
     if r.opaque:
         return 0
-    return int(min(v[0, 0] for v in list(r.rows.values()) + [s for s in r.slots if len(s)]))
+    return int(min(v[0, 0] for v in _held(r)))
 
 
 def _last_use(r: Reservation) -> int:
     if r.opaque:
         return r.cycles
-    return int(max(v[-1, 1] for v in list(r.rows.values()) + [s for s in r.slots if len(s)]))
+    return int(max(v[-1, 1] for v in _held(r)))
+
+
+def compose(placed, exact: int = 2) -> dict:
+    """A task's children's own tables, as its pieces placed them (`placed`: per piece, when its
+    child tasks start from the task's start, their distinct reservations and the rotation of
+    their buffer slots): resource -> intervals, for `Reservation.of`. The first and last
+    `exact` pieces' intervals are kept as they are; each resource's intervals in between are
+    covered by one (a hull holds at least what it covers, so a table stays safe and small:
+    consecutive tasks meet only at their ends)."""
+    rows: dict = {}
+    middle: dict = {}
+    for i, (at, tasks, rotation) in enumerate(placed):
+        into = rows if i < exact or i >= len(placed) - exact else middle
+        for r in tasks:
+            for name, iv in r.own(rotation).items():
+                if len(iv):
+                    into.setdefault(name, []).extend((a + at, b + at) for a, b in iv.tolist())
+    for name, iv in middle.items():
+        rows.setdefault(name, []).append((min(a for a, _ in iv), max(b for _, b in iv)))
+    return rows
 
 
 def earliest_start(active, tasks, now: int) -> tuple[int, int]:
