@@ -21,7 +21,10 @@ import sys
 import time
 from pathlib import Path
 
-from compiler import compile_program, verify_plan
+# the checkout this script lives in, not an installed copy
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from compiler import compile_program, verify_plan  # noqa: E402
 from host import emit, header
 from machine import preset
 from isa.checker import load_program, parse_program

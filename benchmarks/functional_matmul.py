@@ -7,10 +7,14 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 import numpy as np
 
-from compiler import compile_program
+# the checkout this script lives in, not an installed copy
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from compiler import compile_program  # noqa: E402
 from compiler.plan import level_counts
 from machine import preset
 from host import best, emit, header

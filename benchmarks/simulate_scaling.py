@@ -13,7 +13,10 @@ import argparse
 import sys
 from pathlib import Path
 
-from compiler import compile_program
+# the checkout this script lives in, not an installed copy
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from compiler import compile_program  # noqa: E402
 from machine import preset
 from host import best, emit, header
 from isa.checker import load_program, parse_program

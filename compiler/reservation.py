@@ -167,33 +167,45 @@ class Reservation:
 
     def _next_allowed(self, other: "Reservation", shift: int, rotation: int) -> int:
         key = (other.uid, rotation)
-        pairs = self._memo.get(key)
-        if pairs is None:
+        bands = self._memo.get(key)
+        if bands is None:
             n = max(len(self.slots), len(other.slots))
             mine, theirs = self._table(0, n), other._table(rotation, n)
-            pairs = self._memo[key] = [(mine[r], theirs[q]) for r in mine for q in theirs
-                                       if r == q or _kid_whole(r, q) or _kid_whole(q, r)]
+            pairs = [(mine[r], theirs[r]) for r in mine if r in theirs]
+            # a child holding all of itself meets every row of the other task's children
+            pairs += [(mine["kid:*"], theirs[q]) for q in theirs if _kid_part(q)] \
+                if "kid:*" in mine else []
+            pairs += [(mine[r], theirs["kid:*"]) for r in mine if _kid_part(r)] \
+                if "kid:*" in theirs else []
+            bands = self._memo[key] = _bands(pairs, self.cycles + other.cycles + 1)
+        a, b = bands
+        if not len(b):
+            return shift
         while True:
-            jump = shift
-            for a, b in pairs:
-                # for each of b's intervals shifted, the first of a's that ends after it starts
-                bs, be = b[:, 0] + shift, b[:, 1] + shift
-                j = np.searchsorted(a[:, 1], bs, side="right")
-                ok = j < len(a)
-                if not ok.any():
-                    continue
-                jj = j[ok]
-                clash = a[jj, 0] < be[ok]
-                if clash.any():
-                    jump = max(jump, int((a[jj, 1][clash] - b[ok][clash, 0]).max()))
-            if jump == shift:
+            # for each of b's intervals shifted, the first of a's that ends after it starts (each
+            # pair of rows in its own band of the time axis, so that one search serves them all)
+            bs, be = b[:, 0] + shift, b[:, 1] + shift
+            j = np.searchsorted(a[:, 1], bs, side="right")
+            ok = j < len(a)
+            jj = j[ok]
+            clash = a[jj, 0] < be[ok]
+            if not clash.any():
                 return shift
-            shift = jump
+            shift = int((a[jj, 1][clash] - b[ok][clash, 0]).max())
 
 
-def _kid_whole(r: str, q: str) -> bool:
-    """Whether row r, a child holding all of itself, meets row q, another of the children's."""
-    return r == "kid:*" and q.startswith("kid:") and q != r
+def _bands(pairs, width: int) -> tuple:
+    """Rows paired for `_next_allowed`, the k-th pair moved k x `width` cycles along (wider than
+    any interval's end after any shift tried), concatenated: (a's intervals, b's)."""
+    a = [x + k * width for k, (x, _) in enumerate(pairs)]
+    b = [y + k * width for k, (_, y) in enumerate(pairs)]
+    empty = np.zeros((0, 2), dtype=np.int64)
+    return (np.concatenate(a) if a else empty), (np.concatenate(b) if b else empty)
+
+
+def _kid_part(q: str) -> bool:
+    """Whether row q is one resource of a child's (not a child holding all of itself)."""
+    return q.startswith("kid:") and q != "kid:*"
 
 
 def _rows(rows: dict) -> dict:
@@ -228,13 +240,18 @@ def compose(placed, exact: int = 2) -> dict:
     rows: dict = {}
     middle: dict = {}
     for i, (at, tasks, rotation) in enumerate(placed):
-        into = rows if i < exact or i >= len(placed) - exact else middle
+        kept = i < exact or i >= len(placed) - exact
         for r in tasks:
             for name, iv in r.own(rotation).items():
-                if len(iv):
-                    into.setdefault(name, []).extend((a + at, b + at) for a, b in iv.tolist())
-    for name, iv in middle.items():
-        rows.setdefault(name, []).append((min(a for a, _ in iv), max(b for _, b in iv)))
+                if not len(iv):
+                    continue
+                if kept:
+                    rows.setdefault(name, []).extend((iv + at).tolist())
+                else:       # sorted and disjoint: the first interval starts, the last ends
+                    lo, hi = middle.get(name, (iv[0, 0] + at, iv[-1, 1] + at))
+                    middle[name] = (min(lo, iv[0, 0] + at), max(hi, iv[-1, 1] + at))
+    for name, hull in middle.items():
+        rows.setdefault(name, []).append([int(x) for x in hull])
     return rows
 
 
