@@ -136,14 +136,18 @@ class Reservation:
         return not self.rows and not self.slots
 
     def _table(self, rotation: int = 0, n_slots: int = 0) -> dict:
-        """Rows by resource name, the buffer slots renamed by `rotation`; where the children's
-        own tables are known, they stand for the children row (as "kid:<resource>")."""
+        """Rows by resource name, the buffer slots renamed by `rotation`; the children's own
+        tables where they are known ("kid:<resource>"), the children row otherwise, as children
+        that hold all of themselves ("kid:*")."""
         if self.opaque:
             return {"*": np.array([[0, self.cycles]], dtype=np.int64)}
-        table = {r: v for r, v in self.rows.items() if not (self.kids and r == "children")}
+        table = {r: v for r, v in self.rows.items() if r != "children"}
         for k, iv in enumerate(self.slots):
             table[f"slot {(k + rotation) % max(n_slots, len(self.slots))}"] = iv
-        table.update((f"kid:{r}", v) for r, v in self.kids.items())
+        if self.kids:
+            table.update((f"kid:{r}", v) for r, v in self.kids.items())
+        elif "children" in self.rows:
+            table["kid:*"] = self.rows["children"]
         return table
 
     def next_allowed(self, other: "Reservation", shift: int, rotation: int = 0) -> int:

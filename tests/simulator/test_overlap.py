@@ -149,3 +149,15 @@ def test_children_of_consecutive_middle_tasks_overlap_and_are_checked(monkeypatc
     plan = fractal.compile(CONV3D, three_levels())
     with pytest.raises(InternalError, match="no more tasks at once than its capacity"):
         Engine(plan, "exact").instruction_cycles()
+
+
+def test_a_table_without_its_childrens_rows_holds_them_as_one():
+    """A table whose children's own rows are unknown (its children row alone) meets every row of
+    another task's children: after a P whose children row spans [5, 15), a P whose child loads
+    over [5, 7) of it waits until s = 10, as a leaf child would make it."""
+    own = {"controller": [(0, 1)]}
+    whole = Reservation.of(15, {**own, "children": [(5, 15)]})
+    split = Reservation.of(15, own, kids=compose(
+        [(5, (table(10, memory_port=[(0, 2)], children=[(2, 10)]),), 0)]))
+    assert whole.next_allowed(split, 0) == 10
+    assert split.next_allowed(whole, 0) == 10
