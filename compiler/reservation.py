@@ -24,8 +24,9 @@ when it ends. A split task's table also holds its **children's own tables** (`co
 child task's rows shifted to where its piece placed it: its children's controllers, ports, links,
 LFUs, buffers and, as one row, their own children (a leaf child holds all of itself, a row that
 meets every other row of the children). Those rows stand for the children when two tasks on one
-node are compared, so the next task's children may start their first piece while the previous
-task's run their last, where the children's tables allow, as a node's consecutive pieces do. To
+node are compared (a table without them shows its children row as children holding all of
+themselves), so the next task's children may start their first piece while the previous task's
+run their last, where the children's tables allow, as a node's consecutive pieces do. To
 keep a table small, the children's intervals of all pieces but the first two and last two are
 covered by one interval per resource (a hull holds at least what it covers). The children's own
 children are not composed further: they stay one row.
