@@ -93,14 +93,14 @@ class Reservation:
         return cls(cycles=int(cycles), rows=_rows(rows), slots=tuple(_merged(v) for v in slots),
                    intake=tuple(intake), outflow=tuple(outflow), kids=_rows(kids or {}))
 
-    def own(self, rotation: int = 0) -> dict:
+    def own(self, rotation: int = 0, n_slots: int = 0) -> dict:
         """What the task holds of its own node, by resource, its buffer slots renamed by
         `rotation` (its children as one, the children row): what its parent composes."""
         if self.opaque:
             return {"*": np.array([[0, self.cycles]], dtype=np.int64)}
         table = dict(self.rows)
         for k, iv in enumerate(self.slots):
-            table[f"slot {(k + rotation) % len(self.slots)}"] = iv
+            table[f"slot {(k + rotation) % max(n_slots, len(self.slots))}"] = iv
         return table
 
     def drain(self, transfer: int) -> int:
@@ -140,15 +140,12 @@ class Reservation:
         """Rows by resource name, the buffer slots renamed by `rotation`; the children's own
         tables where they are known ("kid:<resource>"), the children row otherwise, as children
         that hold all of themselves ("kid:*")."""
-        if self.opaque:
-            return {"*": np.array([[0, self.cycles]], dtype=np.int64)}
-        table = {r: v for r, v in self.rows.items() if r != "children"}
-        for k, iv in enumerate(self.slots):
-            table[f"slot {(k + rotation) % max(n_slots, len(self.slots))}"] = iv
+        table = self.own(rotation, n_slots)
+        children = table.pop("children", None)
         if self.kids:
             table.update((f"kid:{r}", v) for r, v in self.kids.items())
-        elif "children" in self.rows:
-            table["kid:*"] = self.rows["children"]
+        elif children is not None:
+            table["kid:*"] = children
         return table
 
     def next_allowed(self, other: "Reservation", shift: int, rotation: int = 0) -> int:
