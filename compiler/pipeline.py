@@ -1,5 +1,7 @@
 """The pipeline of one split node, in SimPy: the node model the simulator runs and the compiler
-ranks its candidate splits with (one cost model).
+ranks its candidate splits with (one cost model). The simulator runs it on SimPy; the compiler,
+which runs it thousands of times per compile, on `compiler.events`, a smaller kernel with
+SimPy's order of events (the same cycles and tables, tests/compiler/test_events.py).
 
 A split node pays its decode, then runs the pieces of its schedule (`compiler.schedule`), each
 through LD, EX, WB and RD (docs/simulator.md, "The pipeline of a split node"):
@@ -26,6 +28,7 @@ from dataclasses import dataclass
 
 import simpy
 
+from compiler import events
 from compiler.reservation import Reservation, compose, earliest_start, slot_rows
 from compiler.rules import ceil_cycles
 from compiler.schedule import Schedule, stage_times
@@ -115,12 +118,12 @@ class NodePipeline:
 
     def _pieces(self):
         env, schedule = self.env, self.schedule
-        self.port, self.lfu, self.kids, self.kids_lfu = (simpy.Resource(env) for _ in range(4))
+        self.port, self.lfu, self.kids, self.kids_lfu = (_resource(env) for _ in range(4))
         # the children's links: one resource per direction, or one for both (half duplex); a
         # piece's transfer holds every busy child's link at once, for the busiest one's time
-        self.link_in = simpy.Resource(env)
-        self.link_out = self.link_in if self.child.duplex == "half" else simpy.Resource(env)
-        self.buffers = simpy.Resource(env, capacity=self.child.buffering)
+        self.link_in = _resource(env)
+        self.link_out = self.link_in if self.child.duplex == "half" else _resource(env)
+        self.buffers = _resource(env, self.child.buffering)
         running = []
         self.placed = []                # per piece: when its child tasks start, once decided
         self.ld_starts = {}             # per piece: when its load began, from the task's start
@@ -132,7 +135,7 @@ class NodePipeline:
             self.placed.append(env.event())
             running.append(env.process(self._piece(i, kind, buffer, prev)))
             prev = kind
-        yield simpy.AllOf(env, running)
+        yield env.all_of(running)
         if schedule.final_reduce_ops:
             start = env.now
             cycles = ceil_cycles(schedule.final_reduce_ops / self.level.lfu_ops_per_cycle)
@@ -304,6 +307,12 @@ class NodePipeline:
         self.done[i] = int(env.now - self.t0)
 
 
+def _resource(env, capacity: int = 1):
+    """A resource of the environment's kernel: SimPy's, or the compiler's (`compiler.events`)."""
+    kind = events.Resource if isinstance(env, events.Environment) else simpy.Resource
+    return kind(env, capacity=capacity)
+
+
 def lfu_free(children) -> bool:
     """Whether the child plans leave their own LFUs idle (no combining of their children's
     results): then a parent's AC may overlap their next task."""
@@ -326,10 +335,13 @@ def piece_timing(schedule: Schedule, child_timing):
     return timing
 
 
-def node_cycles(schedule: Schedule, level, child, child_timing, free: bool, stream: bool = False):
+def node_cycles(schedule: Schedule, level, child, child_timing, free: bool, stream: bool = False,
+                kernel=events.Environment):
     """Cycles and reservation table of a split node's whole task, its children timed by
-    `child_timing(task)` -> (cycles, reservation): the simulator's node model, run once."""
-    env = simpy.Environment()
+    `child_timing(task)` -> (cycles, reservation): the simulator's node model, run once, on the
+    compiler's event kernel (`compiler.events`; `kernel=simpy.Environment` runs it on SimPy,
+    with the same result)."""
+    env = kernel()
     timing = piece_timing(schedule, child_timing)
 
     def execute(i, kind):
