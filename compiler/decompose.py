@@ -43,7 +43,7 @@ from isa.opcodes import OpClass
 from isa.program import Program
 from machine import Machine, check_machine_shape
 
-__all__ = ["CompileError", "compile_program", "Decomposer", "plan_inputs"]
+__all__ = ["CompileError", "compile_program", "Decomposer", "plan_inputs", "pricing_inputs"]
 
 #: serial cuts tried beyond the fewest that fit, kept while they lower the cost, at the root and
 #: below it (a fourth below the root moves the cycles of the 89 suite cases by 0.34% at most, of
@@ -72,10 +72,13 @@ def _bytes(n: float) -> str:
 class Decomposer:
     """Plans tasks for one machine; identical (task, level) sub-problems are planned once."""
 
-    def __init__(self, machine: Machine, objective: str = "cycles"):
+    def __init__(self, machine: Machine, objective: str = "cycles", priced=None):
         self.machine = machine
         self.objective = objective
         self.table: dict = {}       # every (task, level) planned, the alternatives' children too
+        # per level above the leaves: what its search priced, keyed by the task and the
+        # candidate (`pricing_inputs`: shared with machines that price that level alike)
+        self.priced = priced if priced is not None else [{} for _ in range(machine.depth)]
         self.origin = None          # the program instruction being compiled, for error locations
         self.program = None
 
@@ -133,7 +136,8 @@ class Decomposer:
         need = amap.footprint(smallest)
         if need > budget:
             self._too_big(task, level, need, budget)
-        model = _CostModel(task, amap, m, level, least)
+        model = _CostModel(task, amap, m, level, least,
+                           self.priced[level].setdefault(("costs", task), {}))
         candidates = 0
         best = None
         caps = [ax.leaf if level + 1 == m.depth else None for ax in amap.axes]
@@ -233,6 +237,13 @@ class Decomposer:
         children planned (and timed by their own estimates, down to the leaves), and whether
         its children start while a load streams in (`compiler.pipeline.best_variant`)."""
         kids = [self.plan(t, level + 1) for t, _ in schedule.totals()["children"]]
+        key = ("pipeline", schedule.task, schedule.pieces, schedule.ways, schedule.order)
+        known = self.priced[level].get(key)
+        if known is None:
+            known = self.priced[level][key] = self._pipeline(schedule, level, kids)
+        return known
+
+    def _pipeline(self, schedule: Schedule, level: int, kids: list):
         m = self.machine
 
         def timing(t):
@@ -285,6 +296,17 @@ def plan_inputs(machine: Machine, level: int) -> tuple:
     design-space search shares those plans between them (`compile_program`'s `table`)."""
     own = dataclasses.replace(machine.levels[level], memory_bytes=0, physical_memory=())
     return level, own, machine.levels[level + 1:], machine.compute
+
+
+def pricing_inputs(machine: Machine, level: int) -> tuple:
+    """What the search at `level` prices a candidate split by: its closed form, and the node
+    model's cycles and table with the children's plans. `plan_inputs` without the children's
+    memory capacity either, which decides only which candidates fit (and the budget the plan's
+    explanation quotes). Machines equal here price every candidate at `level` alike, so a
+    design-space search shares those prices between them (`compile_program`'s `priced`)."""
+    child = dataclasses.replace(machine.levels[level + 1], memory_bytes=0, physical_memory=())
+    return (*plan_inputs(machine, level)[:2], (child, *machine.levels[level + 2:]),
+            machine.compute)
 
 
 def _own_joules(node: NodePlan, machine: Machine) -> NodePlan:
@@ -346,7 +368,8 @@ class _CostModel:
     task's leaf compute shared by the leaves below the child and one pass of its operands
     through the child's own memory port."""
 
-    def __init__(self, task: Task, amap: AccessMap, machine: Machine, level: int, least):
+    def __init__(self, task: Task, amap: AccessMap, machine: Machine, level: int, least,
+                 costs: dict | None = None):
         self.task, self.amap, self.least = task, amap, least
         self.sizes = [a.size for a in amap.axes]
         self.node, self.child = machine.levels[level], machine.levels[level + 1]
@@ -359,7 +382,7 @@ class _CostModel:
         self._children: dict = {}
         self._footprints: dict = {}
         self._axes: dict = {}
-        self._costs: dict = {}
+        self._costs: dict = {} if costs is None else costs
         self._schedules: dict = {}
         self._memo: dict = {}
 
@@ -461,17 +484,19 @@ def _parallel_candidates(sizes, free, fanout):
 
 
 def compile_program(program: Program, machine: Machine, mapping=None,
-                    objective: str = "cycles", table=None) -> Plan:
+                    objective: str = "cycles", table=None, priced=None) -> Plan:
     """Decompose every instruction of a checked program for a machine; `mapping`
     (`compiler.mapping.Mapping`) pins some of their cuts, `objective` (one of `OBJECTIVES`) is
     what each node's choice minimises. `table`, a mapping (task, level) -> NodePlan, holds plans
     made before for a machine whose `plan_inputs` at that level are the same (a design-space
-    search shares them across machines); by default the plans start afresh."""
+    search shares them across machines); by default the plans start afresh. `priced`, one
+    mapping per level above the leaves, holds likewise what the search priced at that level for
+    a machine whose `pricing_inputs` there are the same."""
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})",
                         "--objective", hint=did_you_mean(objective, OBJECTIVES))
     check_machine_shape(machine.fanouts, f"machine '{machine.name}'", f"machine '{machine.name}'")
-    dec = Decomposer(machine, objective)
+    dec = Decomposer(machine, objective, priced)
     dec.program = program
     if table is not None:
         dec.table = table

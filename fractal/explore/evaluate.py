@@ -9,6 +9,12 @@ remembers between the machines it runs make most of them cheaper:
   parent's split reads (`compiler.decompose.plan_inputs`). Every worker keeps the node plans it
   made under those inputs, so a machine that differs from an earlier one only above level l, or
   in level l's memory capacity, plans nothing at or below it again (`SharedTable`);
+- prices of candidate splits. What the search at level l prices a candidate by (its closed
+  form, and the node model's cycles with the children's plans) depends on neither level l's
+  nor level l+1's memory capacity, which decide only which candidates fit
+  (`compiler.decompose.pricing_inputs`). A machine that differs from an earlier one only in a
+  level's memory capacity prices again at the level above only the candidates that fit now and
+  did not before;
 - timing classes. Under the `cycles` objective no choice of the compiler and no cycle of the
   simulator depends on the clock, the process node, the memories' technology or any energy
   figure (pJ per byte or op, static watts): these enter only seconds, energy and area. Two
@@ -25,7 +31,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from compiler import verify_plan
-from compiler.decompose import compile_program, plan_inputs
+from compiler.decompose import compile_program, plan_inputs, pricing_inputs
 from compiler.plan import Plan
 from fractal.store import program_inputs
 from fractal.sweep import ENERGY_PARTS, timing_row
@@ -97,6 +103,7 @@ class Memo:
 
     def __init__(self):
         self.plans: dict = {}
+        self.priced: dict = {}      # pricing_inputs -> what the search priced there
         self.classes: OrderedDict = OrderedDict()   # (class, program) -> (plan, row)
         self.stats = {"runs": 0, "derived": 0}
 
@@ -105,7 +112,11 @@ class Memo:
         only the (task, level) entries no machine of the same suffix planned before."""
         if sum(len(t) for t in self.plans.values()) > MAX_PLANS:
             self.plans.clear()
-        return compile_program(program, machine, table=SharedTable(machine, self.plans))
+            self.priced.clear()
+        priced = [self.priced.setdefault(pricing_inputs(machine, i), {})
+                  for i in range(machine.depth)]
+        return compile_program(program, machine, table=SharedTable(machine, self.plans),
+                               priced=priced)
 
     def run(self, program: Program, machine: Machine):
         """`api.run(program, machine, functional=False)` with the plan from `compile`."""

@@ -4,7 +4,9 @@ figures)."""
 import dataclasses
 
 from compiler import compile_program
-from compiler.decompose import plan_inputs
+import compiler.decompose as decompose
+from compiler.decompose import plan_inputs, pricing_inputs
+from compiler.schedule import Schedule
 from fractal import api
 from fractal.explore.evaluate import Evaluation, Memo
 from fractal.sweep import timing_row
@@ -62,6 +64,50 @@ def test_a_level_plans_alike_whatever_its_own_memory_capacity():
         {t for t, lv in fresh[base] if lv == 1} | {t for t, lv in fresh[small] if lv == 1})
     got = memo.evaluate(Evaluation("k", "mlp", program, small))
     assert got == timing_row(program, small, "mlp")
+
+
+def _counting(monkeypatch) -> dict:
+    """Count the closed-form prices and the node-model runs of the compiles that follow."""
+    calls = {"estimate": 0, "node_cycles": 0}
+    estimate, node_cycles = Schedule.estimate, decompose.node_cycles
+
+    def counted_estimate(*args):
+        calls["estimate"] += 1
+        return estimate(*args)
+
+    def counted_node_cycles(*args, **kw):
+        calls["node_cycles"] += 1
+        return node_cycles(*args, **kw)
+    monkeypatch.setattr(Schedule, "estimate", counted_estimate)
+    monkeypatch.setattr(decompose, "node_cycles", counted_node_cycles)
+    return calls
+
+
+def test_a_level_prices_alike_whatever_its_childrens_memory_capacity(monkeypatch):
+    program = api.load_program(ROOT / "programs" / "cnn.fasm")
+    base = preset("tiny").rescaled(2, 4)
+    mid = base.levels[1]
+
+    def with_mid(**kw):
+        return dataclasses.replace(base, levels=(
+            base.levels[0], dataclasses.replace(mid, **kw), base.levels[2]))
+    larger = with_mid(memory_bytes=mid.memory_bytes * 2)
+    # the root plans by its children's capacity, but prices its candidates without it
+    assert plan_inputs(larger, 0) != plan_inputs(base, 0)
+    assert pricing_inputs(larger, 0) == pricing_inputs(base, 0)
+    assert pricing_inputs(with_mid(link_bandwidth=mid.link_bandwidth * 2), 0) != \
+        pricing_inputs(base, 0)
+    calls = _counting(monkeypatch)
+    fresh = compile_program(program, larger)
+    alone = dict(calls)
+    memo = Memo()
+    memo.compile(program, base)
+    for k in calls:
+        calls[k] = 0
+    plan = memo.compile(program, larger)
+    assert plan == fresh
+    # the root's candidates priced for the first machine are not priced again
+    assert calls["estimate"] < alone["estimate"] and calls["node_cycles"] < alone["node_cycles"]
 
 
 def test_rows_within_a_timing_class_are_those_of_fresh_runs():
