@@ -28,6 +28,7 @@ import re
 import stat
 import sys
 import tempfile
+import threading
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
 from multiprocessing import get_context
@@ -380,13 +381,27 @@ def _results(points: list, workers: int, dask, work=None):
         for p in points:
             yield p, work(p)
     else:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context("spawn"))
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context(_start_method()))
         try:
             futures = {pool.submit(work, p): p for p in points}
             for future in as_completed(futures):
                 yield futures[future], future.result()
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Progress(tqdm):
+    """A progress bar without tqdm's monitor thread (which only retunes a bar that stalls), so
+    that local workers can be forked (`_start_method`)."""
+    monitor_interval = 0
+
+
+def _start_method() -> str:
+    """How local workers start: forked on Linux from a process with no other thread (they
+    inherit its imports, about half a second each), spawned otherwise (a fork while another
+    thread holds a lock, or on macOS, can hang the child). The workers run timing-only
+    evaluations, so no numba kernel runs in them."""
+    return "fork" if sys.platform == "linux" and threading.active_count() == 1 else "spawn"
 
 
 def store_path(out: str | Path, store: str | Path | None = None) -> str:
@@ -413,7 +428,7 @@ def sweep(programs, machine: str = "f1", depths=None, fanouts=None, gpus=(),
     1 runs in this process). `dask`: a scheduler address or a `distributed.Client` to run the
     points on instead. `store`: the results store (default: `out` with the suffix .sqlite).
     Scripts that use worker processes need an `if __name__ == "__main__":` guard (they are
-    started with spawn).
+    spawned where they cannot be forked, `_start_method`).
     """
     if workers is not None and (isinstance(workers, bool) or not isinstance(workers, int)
                                 or workers < 1):
@@ -443,7 +458,7 @@ def sweep(programs, machine: str = "f1", depths=None, fanouts=None, gpus=(),
                     for p in done]
         try:
             n = max(1, min(os.cpu_count() or 1, len(todo))) if workers is None else workers
-            with tqdm(total=len(points), initial=len(points) - len(todo), unit="run",
+            with Progress(total=len(points), initial=len(points) - len(todo), unit="run",
                       desc="sweep", disable=not progress, file=sys.stderr,
                       dynamic_ncols=True) as bar:
                 for point, (kind, value) in (_results(todo, n, dask) if todo else ()):

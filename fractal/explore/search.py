@@ -23,8 +23,6 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from compiler.decompose import plan_inputs
 from compiler.tables import frame, html_table
 from fractal.explore.evaluate import Evaluation, Job, run_job, timing_class
@@ -34,7 +32,7 @@ from fractal.explore.spec import OBJECTIVES, Spec, load_spec
 from fractal.explore.space import (DESIGN_POINT, DesignPoint, base_point, design_point,
                                    fingerprint, grid)
 from fractal.store import Store, evaluation_key, plain, program_inputs
-from fractal.sweep import SIMULATION, TIMING, _results, timing_inputs
+from fractal.sweep import SIMULATION, TIMING, Progress, _results, timing_inputs
 from isa.errors import InternalError, UserError
 
 __all__ = ["explore", "ExploreResult", "BATCH"]
@@ -272,7 +270,7 @@ def explore(spec: str | Path | Spec, out: str | Path, store: str | Path | None =
     path = str(store) if store is not None else str(out / "store.sqlite")
     total = 1 + (spec.size if spec.method == "grid" else spec.trials)
     with Store(path, "--store" if store is not None else f"-o {out}") as db, \
-            tqdm(total=total, unit="point", desc="explore", disable=not progress,
+            Progress(total=total, unit="point", desc="explore", disable=not progress,
                  file=sys.stderr, dynamic_ncols=True) as bar:
         study = _Study(spec, db, workers, dask, bar)
         if spec.method == "grid":

@@ -305,3 +305,18 @@ def test_the_machines_own_size_listed_again_is_one_point(tmp_path):
                  "tiny", None, [None, 4, 2], out=tmp_path / "r.csv", workers=1, progress=False)
     assert [(r["program"], r["depth"], r["fanout"]) for r in rows] == [
         (mlp, 1, "2"), (mlp, 1, "4")]
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="workers are forked on Linux only")
+def test_workers_are_forked_from_a_process_with_a_progress_bar_and_spawned_beside_a_thread():
+    script = ("import sys, threading, time\n"
+              "from fractal.sweep import Progress, _start_method\n"
+              "with Progress(total=2, file=sys.stderr) as bar:\n"
+              "    bar.update()\n"
+              "    print(_start_method())\n"
+              "    threading.Thread(target=time.sleep, args=(1,), daemon=True).start()\n"
+              "    print(_start_method())\n")
+    out = subprocess.run([sys.executable, "-c", script], cwd=ROOT, capture_output=True,
+                         text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["fork", "spawn"]
