@@ -301,7 +301,10 @@ class Schedule:
         else:                           # reduction axes innermost: always a valid order
             self.order = default_order(amap)
         self._work: dict = {}
-        self._first_loads: dict = {}    # which inputs a piece loads, by its axes' first flags
+        # which inputs a piece loads, by its axes' first flags (`operand_loads` reads the piece
+        # counts only as cut or not: schedules of one task with the same order and cut axes share)
+        self._first_loads: dict = self.memo.setdefault(
+            ("loads", self.order, tuple(n > 1 for n in self.serial)), {})
         if "operands" not in self.memo:
             # per operand: bytes of one element times its whole and broadcast dimensions, and
             # the axes it depends on
@@ -583,7 +586,9 @@ class Schedule:
         for kind, n in self.counts().items():
             w = self.work(kind)
             st = stage_times(w, node, child)
-            execute = max(child_cycles(s, e) for s, e, _ in w.widest)
+            ws = w.widest
+            execute = (child_cycles(ws[0][0], ws[0][1]) if len(ws) == 1 else
+                       max(child_cycles(s, e) for s, e, _ in ws))
             held = st.load + execute + st.child_reduce + st.store   # a buffer, LD to WB
             journey = held + st.reduce
             links = ((st.load_link + st.store_link,) if child.duplex == "half"
