@@ -111,8 +111,12 @@ class NodePipeline:
 
     def _outflow(self) -> list:
         """When the task's results are final, slice by slice (`Schedule.results`)."""
-        out = [(max(self.done[i] for i in range(last + 1)), final)
-               for last, final in self.schedule.results()]
+        out, i, latest = [], 0, 0
+        for last, final in self.schedule.results():
+            while i <= last:
+                latest = max(latest, self.done[i])
+                i += 1
+            out.append((latest, final))
         out[-1] = (self.totals.cycles, out[-1][1])
         return out
 

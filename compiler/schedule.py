@@ -301,6 +301,7 @@ class Schedule:
         else:                           # reduction axes innermost: always a valid order
             self.order = default_order(amap)
         self._work: dict = {}
+        self._children: dict = {}       # per kind: its child tasks
         # which inputs a piece loads, by its axes' first flags (`operand_loads` reads the piece
         # counts only as cut or not: schedules of one task with the same order and cut axes share)
         self._first_loads: dict = self.memo.setdefault(
@@ -442,11 +443,14 @@ class Schedule:
 
     def children(self, kind: tuple) -> tuple:
         """((child task, how many children run it), ...) of a piece of this kind."""
-        out: dict = {}
-        for starts, extents, n in self.work(kind).boxes:
-            t, _ = sub_task(self.task, self.amap, starts, extents)
-            out[t] = out.get(t, 0) + n
-        return tuple(out.items())
+        out = self._children.get(kind)
+        if out is None:
+            tasks: dict = {}
+            for starts, extents, n in self.work(kind).boxes:
+                t, _ = sub_task(self.task, self.amap, starts, extents)
+                tasks[t] = tasks.get(t, 0) + n
+            out = self._children[kind] = tuple(tasks.items())
+        return out
 
     def _loads(self, ak: tuple) -> tuple:
         """Per input operand, whether a piece of these axis kinds loads it (`operand_loads`)."""
