@@ -459,8 +459,8 @@ def sweep(programs, machine: str = "f1", depths=None, fanouts=None, gpus=(),
         try:
             n = max(1, min(os.cpu_count() or 1, len(todo))) if workers is None else workers
             with Progress(total=len(points), initial=len(points) - len(todo), unit="run",
-                      desc="sweep", disable=not progress, file=sys.stderr,
-                      dynamic_ncols=True) as bar:
+                          desc="sweep", disable=not progress, file=sys.stderr,
+                          dynamic_ncols=True) as bar:
                 for point, (kind, value) in (_results(todo, n, dask) if todo else ()):
                     if kind == "internal":
                         raise InternalError(*value)

@@ -42,6 +42,9 @@ __all__ = ["Evaluation", "Job", "run_job", "Memo", "timing_class", "MEMO"]
 
 #: node plans a worker keeps before it forgets them all (a VGG-16 plan holds a few hundred)
 MAX_PLANS = 200_000
+#: prices a worker keeps before it forgets them all (closed-form costs and node-model runs of
+#: candidate splits; VGG-16 on a machine near f1 adds about 5,000, 1.4 MB)
+MAX_PRICES = 1_000_000
 #: timing classes a worker keeps (each a plan and a row per program)
 MAX_CLASSES = 512
 
@@ -112,6 +115,8 @@ class Memo:
         only the (task, level) entries no machine of the same suffix planned before."""
         if sum(len(t) for t in self.plans.values()) > MAX_PLANS:
             self.plans.clear()
+        if sum(len(v) if k[0] == "costs" else 1
+               for level in self.priced.values() for k, v in level.items()) > MAX_PRICES:
             self.priced.clear()
         priced = [self.priced.setdefault(pricing_inputs(machine, i), {})
                   for i in range(machine.depth)]

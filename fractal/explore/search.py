@@ -271,7 +271,7 @@ def explore(spec: str | Path | Spec, out: str | Path, store: str | Path | None =
     total = 1 + (spec.size if spec.method == "grid" else spec.trials)
     with Store(path, "--store" if store is not None else f"-o {out}") as db, \
             Progress(total=total, unit="point", desc="explore", disable=not progress,
-                 file=sys.stderr, dynamic_ncols=True) as bar:
+                     file=sys.stderr, dynamic_ncols=True) as bar:
         study = _Study(spec, db, workers, dask, bar)
         if spec.method == "grid":
             # every run of the grid at once, the base's among them, so that the workers start

@@ -143,3 +143,17 @@ def test_fewer_groups_than_workers_are_cut_into_runs_of_consecutive_classes():
     assert [j.runs for j in jobs] == [("p0", "p1", "q0", "q1"), ("r0", "r1", "s0", "s1"),
                                       ("t0", "t1", "u0", "u1"), ("v0",)]
     assert len(_chunks({"a": {"p": ["p0"]}}, 8)) == 1
+
+
+def test_a_worker_that_forgets_its_prices_plans_alike(monkeypatch):
+    from fractal.explore import evaluate
+    program = api.load_program(ROOT / "programs" / "mlp.fasm")
+    base = preset("tiny").rescaled(2, 4)
+    monkeypatch.setattr(evaluate, "MAX_PRICES", 10)
+    memo = Memo()
+    memo.compile(program, base)
+    assert memo.priced                      # the first compile's prices are kept ...
+    other = _variant(base, root={"link_latency": 7})
+    plan = memo.compile(program, other)     # ... and forgotten before the next one
+    assert plan == compile_program(program, other)
+    assert pricing_inputs(base, 0) not in memo.priced and pricing_inputs(other, 0) in memo.priced
