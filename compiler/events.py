@@ -63,9 +63,7 @@ class Process(Event):
     __slots__ = ("_generator",)
 
     def __init__(self, env: "Environment", generator):
-        self.env = env
-        self.callbacks = []
-        self._value = _PENDING
+        Event.__init__(self, env)
         self._generator = generator
         start = Event(env)
         start._value = None
@@ -79,10 +77,7 @@ class Process(Event):
             try:
                 event = send(event._value)
             except StopIteration as stop:
-                self._value = stop.value
-                env = self.env
-                env._eid += 1
-                heappush(env._queue, (env.now, _NORMAL, env._eid, self))
+                self.succeed(stop.value)
                 return
             callbacks = event.callbacks
             if callbacks is not None:
@@ -95,9 +90,7 @@ class AllOf(Event):
     __slots__ = ("_left",)
 
     def __init__(self, env: "Environment", events):
-        self.env = env
-        self.callbacks = []
-        self._value = _PENDING
+        Event.__init__(self, env)
         events = tuple(events)
         self._left = len(events)
         if not events:
@@ -122,9 +115,7 @@ class Request(Event):
     __slots__ = ("resource",)
 
     def __init__(self, resource: "Resource"):
-        self.env = resource.env
-        self.callbacks = []
-        self._value = _PENDING
+        Event.__init__(self, resource.env)
         self.resource = resource
         resource.queue.append(self)
         resource._grant()
