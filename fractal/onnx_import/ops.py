@@ -64,8 +64,18 @@ def binary(ctx):
     if ctx.node.op_type == "Pow":                 # the exponent may be an integer: as a float
         y = (ctx.b.const(y.const.astype(np.float64), y.hint, y.comment) if y.is_const else
              y if not y.is_int else ctx.b.emit("cast", ctx.temp("exponent", y.shape), y))
+    _check_types(ctx, x, y)
     _check_broadcast(ctx, x, y)
     return [ctx.b.emit(_BINARY[ctx.node.op_type], ctx.dest(), x, y)]
+
+
+def _check_types(ctx, *values):
+    """The operands of an element-wise op are all integer or all float (ONNX gives them one
+    type; a model that mixes them is not valid ONNX)."""
+    if len({v.is_int for v in values}) > 1:
+        kinds = ", ".join("integer" if v.is_int else "float" for v in values)
+        raise ctx.error(f"its operands mix integer and float data ({kinds}); ONNX's "
+                        f"{ctx.node.op_type} takes operands of one type")
 
 
 def _check_broadcast(ctx, *values):
@@ -81,6 +91,7 @@ def _check_broadcast(ctx, *values):
 def variadic(ctx):
     """min, max or add of every input in turn, each partial result broadcast so far."""
     b, values = ctx.b, [v for v in ctx.ins if v is not None]
+    _check_types(ctx, *values)
     _check_broadcast(ctx, *values)
     opcode = {"Min": "min", "Max": "max", "Sum": "add"}[ctx.node.op_type]
     if len(values) == 1:

@@ -176,7 +176,8 @@ def mutate_array(rng: np.random.Generator, arr: np.ndarray) -> tuple[bytes, str,
         own = {np.dtype(np.float16): np.int16, np.dtype(np.int8): np.uint8}.get(arr.dtype)
         dt = pick([own or np.float16, np.int8 if arr.dtype != np.int8 else np.int16, np.uint64,
                    np.complex64, np.bool_, np.int16, "U3",
-                   np.float32 if arr.dtype == np.int32 else np.int32])
+                   np.float32 if arr.dtype == np.int32 else
+                   np.uint32 if arr.dtype == np.int8 else np.int32])   # an i8 tensor takes int32
         return npy_bytes(values.astype(dt)), f"dtype:{np.dtype(dt).name}", False
     typed, arr = arr, on_disk(arr)
     if kind == "shape":

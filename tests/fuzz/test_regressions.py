@@ -227,3 +227,32 @@ def test_a_pinned_piece_count_limits_the_parallel_ways_to_the_axis_least(tmp_pat
     order = np.argsort(x, axis=1, kind="stable")[:, :11]
     assert np.array_equal(report.outputs["idx"], order)
     assert np.array_equal(report.outputs["vals"], np.take_along_axis(x, order, axis=1))
+
+
+@pytest.mark.parametrize("dtype", ["i8", "i32", "f16", "f32", "bf16"])
+def test_the_campaigns_dtype_mutation_always_gives_a_type_the_tensor_refuses(tmp_path, dtype):
+    # was: an i8 tensor's "dtype" mutation could pick int32, which an i8 tensor takes where its
+    # values fit (a wider type, exact): a valid file the campaign expected refused
+    import numpy as np
+    from fractal import api
+    from isa.errors import UserError
+    from isa.reference import NP_DTYPES, conform_feed
+    from tests.fuzz.mutate import mutate_array
+    program = api.load_program(f"tensor a : {dtype}[3] input\ntensor z : {dtype}[3] output\n"
+                               f"copy z, a\n")
+    arr = np.array([1, -2, 3]).astype(NP_DTYPES[dtype])
+    seen = 0
+    for seed in range(400):
+        data, what, valid = mutate_array(np.random.default_rng(seed), arr)
+        if not what.startswith("dtype:"):
+            continue
+        assert valid is False
+        (tmp_path / "x.npy").write_bytes(data)
+        try:
+            loaded = np.load(tmp_path / "x.npy", allow_pickle=False)
+        except ValueError:
+            continue                # not even a readable array
+        with pytest.raises(UserError):
+            conform_feed(program, "a", loaded, "--input", "x.npy")
+        seen += 1
+    assert seen

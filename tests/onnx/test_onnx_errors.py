@@ -103,6 +103,20 @@ def test_integer_data_where_an_op_takes_floats_names_the_input():
            "float32 data" in message(m)
 
 
+@pytest.mark.parametrize("op", ["Mul", "Add", "Sum"])
+def test_integer_and_float_operands_of_one_op_are_refused(op):
+    # not valid ONNX (one type for both operands), so no program can mean it
+    graph = helper.make_graph(
+        [node("Cast", ["n"], ["i"], name="to_int", to=TensorProto.INT32),
+         node(op, ["i", "x"], ["m"], name="mixed"), node("Add", ["x", "m"], ["y"])], "g",
+        [helper.make_tensor_value_info("n", TensorProto.INT64, [2]),
+         helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+    m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    assert f"node 'mixed' ({op}): its operands mix integer and float data (integer, float); " \
+           f"ONNX's {op} takes operands of one type" in message(m)
+
+
 def test_count_include_pad_is_mapped_exactly_not_ignored(tmp_path):
     """The padded average differs between the two settings; both match onnxruntime."""
     x = np.random.default_rng(0).standard_normal((1, 1, 4, 4)).astype(np.float32)
