@@ -154,6 +154,7 @@ def transpose(ctx):
 
 @converter("Concat", attrs={"axis"}, ints=True)
 def concat(ctx):
+    _check_types(ctx, *(v for v in ctx.ins if v is not None))
     parts = [v for v in ctx.ins if v is not None and math.prod(v.shape) > 0]
     axis = ctx.axis(ctx.attr("axis"), len(ctx.out_shape()))
     if len(parts) == 1:

@@ -12,7 +12,7 @@ import math
 
 import numpy as np
 
-from fractal.onnx_import.ops import _check_broadcast, converter
+from fractal.onnx_import.ops import _check_broadcast, _check_types, converter
 
 __all__ = ["take"]
 
@@ -171,6 +171,7 @@ def expand(ctx):
 
 @converter("Where", ints=True)
 def where(ctx):
+    _check_types(ctx, *ctx.ins[1:])             # the condition may be either
     _check_broadcast(ctx, *ctx.ins)
     return [ctx.b.emit("where", ctx.dest(), *ctx.ins)]
 

@@ -103,17 +103,21 @@ def test_integer_data_where_an_op_takes_floats_names_the_input():
            "float32 data" in message(m)
 
 
-@pytest.mark.parametrize("op", ["Mul", "Add", "Sum"])
-def test_integer_and_float_operands_of_one_op_are_refused(op):
-    # not valid ONNX (one type for both operands), so no program can mean it
+@pytest.mark.parametrize("op, inputs, size", [
+    ("Mul", ["x", "i"], 2), ("Add", ["x", "i"], 2), ("Sum", ["x", "i"], 2),
+    ("Concat", ["x", "i"], 4), ("Where", ["c", "x", "i"], 2)])
+def test_integer_and_float_operands_of_one_op_are_refused(op, inputs, size):
+    # not valid ONNX (one type for every data operand), so no program can mean it
+    attrs = {"axis": 0} if op == "Concat" else {}
     graph = helper.make_graph(
         [node("Cast", ["n"], ["i"], name="to_int", to=TensorProto.INT32),
-         node(op, ["i", "x"], ["m"], name="mixed"), node("Add", ["x", "m"], ["y"])], "g",
+         node("Cast", ["n"], ["c"], name="to_bool", to=TensorProto.BOOL),
+         node(op, inputs, ["y"], name="mixed", **attrs)], "g",
         [helper.make_tensor_value_info("n", TensorProto.INT64, [2]),
          helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])])
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [size])])
     m = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
-    assert f"node 'mixed' ({op}): its operands mix integer and float data (integer, float); " \
+    assert f"node 'mixed' ({op}): its operands mix integer and float data (float, integer); " \
            f"ONNX's {op} takes operands of one type" in message(m)
 
 
