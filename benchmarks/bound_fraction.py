@@ -95,6 +95,36 @@ def where_time_goes(machine: str = "f100") -> list[str]:
             f"{(total - first.end) / root.pieces:,.0f} cycles."]
 
 
+def what_binds(machine: str = "f100") -> list[str]:
+    """Per split level below the root of the matmul's plan on `machine`, the interval at which a
+    task can follow itself (`Reservation.next_allowed`) with every row of its reservation
+    table, and with some left out: which resource sets it."""
+    import dataclasses
+    from compiler import reservation
+    plan = fractal.compile(fractal.load_program(MATMUL), machine)
+
+    def interval(res, drop_rows=(), drop_slots=False):
+        rows = {k: v for k, v in res.rows.items() if k not in drop_rows}
+        copy = dataclasses.replace(res, rows=rows, _memo={},
+                                   slots=() if drop_slots else res.slots,
+                                   uid=next(reservation._uids))
+        return copy.next_allowed(copy, 0)
+    rows = ["| level | every row | without the buffer slots | without the memory port | "
+            "without both | the children alone |", "|---|---:|---:|---:|---:|---:|"]
+    for (task, level), node in sorted(plan.table.items(), key=lambda kv: kv[0][1]):
+        res = node.reservation
+        if res is None or level == 0:
+            continue
+        own = [k for k in res.rows if k != "children"]       # the children's rows stay
+        rows.append(f"| {level} ({plan.machine.levels[level].name}) | {interval(res):,} | "
+                    f"{interval(res, drop_slots=True):,} | "
+                    f"{interval(res, ['memory port']):,} | "
+                    f"{interval(res, ['memory port'], True):,} | "
+                    f"{interval(res, own, True):,} |")
+    return [f"What sets the interval of the matmul's tasks on {machine} (cycles after which "
+            "the same task may start again on a node):", "", *rows]
+
+
 #: a larger first root piece of the matmul on f100: (rows of its first M piece, M pieces in
 #: all, the others equal; chips pinned to K slices outermost, or searched)
 FIRST_PIECES = ((2048, 5, True), (2048, 5, False), (1024, 7, True), (1024, 7, False))
@@ -204,6 +234,7 @@ def main(argv=None) -> int:
             print(lines[-1], file=sys.stderr)
     lines += ["", f"Geometric mean of the fractions: {statistics.geometric_mean(fractions):.3f}.",
               "", *pinned(), "", *larger_first_piece(), "", *where_time_goes(), "",
+              *what_binds(), "",
               *by_size(), "",
               f"Took {time.perf_counter() - start:.0f} s."]
     text = "\n".join(lines) + "\n"
