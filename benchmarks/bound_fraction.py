@@ -99,15 +99,15 @@ def what_binds(machine: str = "f100") -> list[str]:
     """Per split level below the root of the matmul's plan on `machine`, the interval at which a
     task can follow itself (`Reservation.next_allowed`) with every row of its reservation
     table, and with some left out: which resource sets it."""
-    import dataclasses
-    from compiler import reservation
+    from compiler.reservation import Reservation
     plan = fractal.compile(fractal.load_program(MATMUL), machine)
 
     def interval(res, drop_rows=(), drop_slots=False):
-        rows = {k: v for k, v in res.rows.items() if k not in drop_rows}
-        copy = dataclasses.replace(res, rows=rows, _memo={},
-                                   slots=() if drop_slots else res.slots,
-                                   uid=next(reservation._uids))
+        def lists(rows):
+            return {k: v.tolist() for k, v in rows.items() if k not in drop_rows}
+        slots = () if drop_slots else [s.tolist() for s in res.slots]
+        copy = Reservation.of(res.cycles, lists(res.rows), slots, res.intake, res.outflow,
+                              {k: v.tolist() for k, v in res.kids.items()})
         return copy.next_allowed(copy, 0)
     rows = ["| level | every row | without the buffer slots | without the memory port | "
             "without both | the children alone |", "|---|---:|---:|---:|---:|---:|"]

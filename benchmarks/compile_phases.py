@@ -1,5 +1,7 @@
 """Where a compile's time goes: VGG-16 at batch 1 in f16 on `f1`, by phase of the search and by
-level, and what a machine that differs only in its root (the explorer's "new root") costs.
+level, and what the explorer's next machines cost after it (`fractal.explore.evaluate.Memo`):
+one whose clusters have twice the memory, with the fresh compile's plans and without or with its
+prices, and one that differs only in its root (the "new root").
 
     python benchmarks/compile_phases.py                  # about 25 seconds
     python benchmarks/compile_phases.py --out compile_phases.md
@@ -12,7 +14,9 @@ each parallel split, the halvings until a piece fits, the halvings tried beyond 
 (`EXTRA_CUTS`) and the loop orders of the shortlist. The wrappers add a few percent, so the
 report first gives a fresh compile without them (best of 3). It also counts, per level, the
 splits whose shortlist's first entry (the closed form's cheapest) is not the fastest of its
-pipelines: how often the closed form alone would have chosen a slower split.
+pipelines: how often the closed form alone would have chosen a slower split, and which place of
+a three-entry shortlist wins. `_CostModel.cost` and `_run_pipeline` answer from shared prices
+too; the candidates priced anew (`Schedule.estimate`) and the node-model runs are counted apart.
 """
 from __future__ import annotations
 
@@ -27,7 +31,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import compiler.decompose as decompose                     # noqa: E402
-from fractal.explore.evaluate import SharedTable           # noqa: E402
+from compiler.schedule import Schedule                      # noqa: E402
+from fractal.explore.evaluate import Memo                   # noqa: E402
 from fractal.workloads import generate                     # noqa: E402
 from host import emit, header                              # noqa: E402
 from isa.checker import parse_program                      # noqa: E402
@@ -57,6 +62,7 @@ class Phases:
         self.where = _cost_steps()
         self.shortlists: list[list] = []    # per split being searched: its pipelines' cycles
         self.outranked = collections.Counter()  # (level, "splits" or "outranked")
+        self.won = collections.Counter()        # (level, shortlist length, winner's place)
 
     def wrap(self, name, fn, level_of):
         def timed(*args, **kw):
@@ -88,12 +94,21 @@ class Phases:
         if len(cycles) > 1:
             self.outranked[(level, "splits")] += 1
             self.outranked[(level, "outranked")] += min(cycles[1:]) < cycles[0]
+            self.won[(level, len(cycles), cycles.index(min(cycles)))] += 1
+
+    def count(self, name, fn, level_of):
+        """fn, its calls counted per level (its time stays its caller's)."""
+        def counted(*args, **kw):
+            self.calls[(name, level_of(*args))] += 1
+            return fn(*args, **kw)
+        return counted
 
     def clear(self):
         self.seconds.clear()
         self.calls.clear()
         self.steps.clear()
         self.outranked.clear()
+        self.won.clear()
 
 
 def instrument(names) -> Phases:
@@ -103,6 +118,10 @@ def instrument(names) -> Phases:
     d._run_pipeline = ph.wrap("pipelines", d._run_pipeline, lambda self, s, level: level)
     model.cost = ph.wrap("pricing", model.cost,
                          lambda self, *a, **kw: names.index(self.node.name))
+    Schedule.estimate = ph.count("estimate", Schedule.estimate,
+                                 lambda self, node, *a: names.index(node.name))
+    decompose.node_cycles = ph.count("node model", decompose.node_cycles,
+                                     lambda schedule, level, *a, **kw: names.index(level.name))
     return ph
 
 
@@ -117,12 +136,19 @@ def table(ph: Phases, names, total: float) -> list[str]:
         cells = [f"{ph.seconds[(phase, lv)]:.2f} s, {ph.calls[(phase, lv)]:,}"
                  for lv in range(len(names) - 1)]
         out.append(f"| {label} | " + " | ".join(cells) + " |")
+    out.append("| of them priced anew (`Schedule.estimate`); node-model runs (`node_cycles`) | "
+               + " | ".join(f"{ph.calls[('estimate', lv)]:,}; {ph.calls[('node model', lv)]:,}"
+                            for lv in range(len(names) - 1)) + " |")
     for step in STEPS:
         cells = [f"{ph.steps[(lv, step)]:,}" for lv in range(len(names) - 1)]
         out.append(f"| candidates priced for: {step} | " + " | ".join(cells) + " |")
     cells = [f"{ph.outranked[(lv, 'outranked')]:,} of {ph.outranked[(lv, 'splits')]:,}"
              for lv in range(len(names) - 1)]
     out.append("| splits whose closed-form cheapest is not the fastest pipeline | "
+               + " | ".join(cells) + " |")
+    cells = [", ".join(f"{ph.won[(lv, 3, k)]:,}" for k in range(3)) + " of "
+             + f"{sum(ph.won[(lv, 3, k)] for k in range(3)):,}" for lv in range(len(names) - 1)]
+    out.append("| splits with three on the shortlist won by its first, second, third | "
                + " | ".join(cells) + " |")
     return out + [""]
 
@@ -140,19 +166,34 @@ def main(argv=None) -> int:
         decompose.compile_program(program, f1)
         plain.append(time.perf_counter() - start)
     ph = instrument(names)
-    plans: dict = {}
+    memo = Memo()       # the explorer's: plans and prices shared between machines
     lines = header("Where a VGG-16 compile's time goes (batch 1, f16, f1)",
                    "own seconds of each phase, without the children it plans")
     lines += [f"A fresh compile without the wrappers: {min(plain):.2f} s (best of 3; "
               + ", ".join(f"{t:.2f}" for t in plain) + ")", ""]
     start = time.perf_counter()
-    decompose.compile_program(program, f1, table=SharedTable(f1, plans))
+    memo.compile(program, f1)
     lines += ["### A fresh compile", ""] + table(ph, names, time.perf_counter() - start)
+    cluster = dataclasses.replace(f1.levels[1], memory_bytes=2 * f1.levels[1].memory_bytes)
+    m = dataclasses.replace(f1, levels=(f1.levels[0], cluster, *f1.levels[2:]))
+    for shared in (False, True):
+        ph.clear()
+        again = Memo()
+        again.plans = {k: dict(v) for k, v in memo.plans.items()}
+        if shared:
+            again.priced = {k: {t: dict(v) if t[0] == "costs" else v for t, v in d.items()}
+                            for k, d in memo.priced.items()}
+        start = time.perf_counter()
+        again.compile(program, m)
+        lines += [f"### A new cluster memory ({cluster.memory_bytes:,} bytes), after the fresh "
+                  "compile: its plans shared" + (", and its prices" if shared else ""), ""]
+        lines += table(ph, names, time.perf_counter() - start)
+    ph.clear()
     ph.clear()
     root = dataclasses.replace(f1.levels[0], memory_bandwidth=f1.levels[0].memory_bandwidth / 2)
     m = dataclasses.replace(f1, levels=(root, *f1.levels[1:]))
     start = time.perf_counter()
-    decompose.compile_program(program, m, table=SharedTable(m, plans))
+    memo.compile(program, m)
     lines += [f"### A new root: the card's memory bandwidth halved ({root.memory_bandwidth:g} "
               "bytes/cycle), the levels below shared with the fresh compile", ""]
     lines += table(ph, names, time.perf_counter() - start)

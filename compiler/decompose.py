@@ -407,7 +407,7 @@ class _CostModel:
                     yield pieces[:a] + [n] + pieces[a + 1:]
 
     def child_cycles(self, starts, ext) -> float:
-        key = ext               # children of one extent differ at most in border padding
+        key = tuple(ext)        # children of one extent differ at most in border padding
         c = self._children.get(key)
         if c is None:
             child = Task(self.task.opcode, box_types(self.task, self.amap, starts, ext),

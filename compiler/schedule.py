@@ -590,9 +590,7 @@ class Schedule:
         for kind, n in self.counts().items():
             w = self.work(kind)
             st = stage_times(w, node, child)
-            ws = w.widest
-            execute = (child_cycles(ws[0][0], ws[0][1]) if len(ws) == 1 else
-                       max(child_cycles(s, e) for s, e, _ in ws))
+            execute = max(child_cycles(s, e) for s, e, _ in w.widest)
             held = st.load + execute + st.child_reduce + st.store   # a buffer, LD to WB
             journey = held + st.reduce
             links = ((st.load_link + st.store_link,) if child.duplex == "half"
