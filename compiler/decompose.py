@@ -43,7 +43,8 @@ from isa.opcodes import OpClass
 from isa.program import Program
 from machine import Machine, check_machine_shape
 
-__all__ = ["CompileError", "compile_program", "Decomposer", "plan_inputs", "pricing_inputs"]
+__all__ = ["CompileError", "compile_program", "plan_instructions", "Decomposer", "plan_inputs",
+           "pricing_inputs"]
 
 #: serial cuts tried beyond the fewest that fit, kept while they lower the cost, at the root and
 #: below it (a fourth below the root moves the cycles of the 89 suite cases by 0.34% at most, of
@@ -89,9 +90,10 @@ class Decomposer:
         key = (task, level)
         node = self.table.get(key)
         if node is None:
-            node = self.table[key] = self._decompose(task, level)
+            node = self._decompose(task, level)
             for child, _ in node.children:
                 self.plan(child, level + 1)
+            self.table[key] = node      # with its subtree: a plan in the table is whole
         return node
 
     def reachable(self, roots) -> dict:
@@ -484,14 +486,28 @@ def _parallel_candidates(sizes, free, fanout):
 
 
 def compile_program(program: Program, machine: Machine, mapping=None,
-                    objective: str = "cycles", table=None, priced=None) -> Plan:
+                    objective: str = "cycles", table=None, priced=None, between=None) -> Plan:
     """Decompose every instruction of a checked program for a machine; `mapping`
     (`compiler.mapping.Mapping`) pins some of their cuts, `objective` (one of `OBJECTIVES`) is
     what each node's choice minimises. `table`, a mapping (task, level) -> NodePlan, holds plans
     made before for a machine whose `plan_inputs` at that level are the same (a design-space
     search shares them across machines); by default the plans start afresh. `priced`, one
     mapping per level above the leaves, holds likewise what the search priced at that level for
-    a machine whose `pricing_inputs` there are the same."""
+    a machine whose `pricing_inputs` there are the same. `between()` is called before each
+    instruction (a design-space search's workers share what they plan there)."""
+    roots, reached = plan_instructions(program, machine, None, mapping, objective, table,
+                                       priced, between)
+    return Plan(program, machine, tuple(roots), reached, objective)
+
+
+def plan_instructions(program: Program, machine: Machine, order=None, mapping=None,
+                      objective: str = "cycles", table=None, priced=None,
+                      between=None) -> tuple[list, dict]:
+    """Plan the instructions of `order` (their indices; by default every one, in program order)
+    as `compile_program` does, calling `between()` before each: (per instruction its root plan,
+    None where not planned; the plan table's entries they reach). A plan does not depend on
+    which instructions were planned before it (a design-space search's workers plan a
+    program's instructions among them)."""
     if objective not in OBJECTIVES:
         raise UserError(f"unknown objective '{objective}' (one of {', '.join(OBJECTIVES)})",
                         "--objective", hint=did_you_mean(objective, OBJECTIVES))
@@ -510,11 +526,13 @@ def compile_program(program: Program, machine: Machine, mapping=None,
                            f"machine '{machine.name}'; the largest: {names}", program.file)
     types = program.types
     table = opcode_table(program)
-    roots = []
-    for ins in program.instructions:
-        dec.origin = ins
+    roots = [None] * len(program.instructions)
+    for i in (range(len(roots)) if order is None else order):
+        if between is not None:
+            between()
+        ins = dec.origin = program.instructions[i]
         task = task_of(ins, types, table)
         if mapping is not None and ins.loc is not None:
             task = dataclasses.replace(task, pin=mapping.for_line(ins.loc.line))
-        roots.append(dec.plan(task, 0))
-    return Plan(program, machine, tuple(roots), dec.reachable(roots), objective)
+        roots[i] = dec.plan(task, 0)
+    return roots, dec.reachable([r for r in roots if r is not None])

@@ -26,19 +26,27 @@ tests/explore/test_evaluate.py checks both against fresh runs (`api.run`), row f
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import itertools
+import pickle
+import queue
 from collections import OrderedDict
 from dataclasses import dataclass
 
 from compiler import verify_plan
-from compiler.decompose import compile_program, plan_inputs, pricing_inputs
+from compiler.decompose import (compile_program, plan_inputs, plan_instructions,
+                                pricing_inputs)
 from compiler.plan import Plan
+from compiler.rules import task_of
 from fractal.store import program_inputs
-from fractal.sweep import ENERGY_PARTS, timing_row
+from fractal.sweep import ENERGY_PARTS, _start_method, timing_row
+from isa.checker import opcode_table
 from isa.program import Program
 from machine import Machine
 
-__all__ = ["Evaluation", "Job", "run_job", "Memo", "timing_class", "MEMO"]
+__all__ = ["Evaluation", "Job", "run_job", "shared_results", "Memo", "timing_class",
+           "MEMO"]
 
 #: node plans a worker keeps before it forgets them all (a VGG-16 plan holds a few hundred)
 MAX_PLANS = 200_000
@@ -47,6 +55,9 @@ MAX_PLANS = 200_000
 MAX_PRICES = 1_000_000
 #: timing classes a worker keeps (each a plan and a row per program)
 MAX_CLASSES = 512
+#: how long a worker waits for the others' instructions of a job they share while none of
+#: them says anything, before it plans what is missing itself
+WAIT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -60,8 +71,13 @@ class Evaluation:
 
 @dataclass(frozen=True)
 class Job:
-    """Runs a worker makes one after another, so that it reuses what the first ones planned."""
+    """Runs a worker makes one after another, so that it reuses what the first ones planned.
+    Of a job shared by n workers (`shared_results`), share 0 makes the runs and shares 1 to
+    n - 1 are its helpers, each planning its share of the instructions of the runs' programs
+    for their machine."""
     runs: tuple[Evaluation, ...]
+    share: tuple[int, int] = (0, 1)
+    slot: int = 0       # which of `shared_results`' claim counters the shares use
 
 
 def timing_class(m: Machine) -> Machine:
@@ -74,6 +90,32 @@ def timing_class(m: Machine) -> Machine:
                                   compare_pj_per_op=0.0)
     return dataclasses.replace(m, name="", description="", frequency_hz=1.0, process_nm=16.0,
                                levels=levels, compute=compute)
+
+
+def _distinct(program: Program) -> list[int]:
+    """The instructions whose task no earlier one has (a task is planned once)."""
+    types, table = program.types, opcode_table(program)
+    first: dict = {}
+    for i, ins in enumerate(program.instructions):
+        first.setdefault(task_of(ins, types, table), i)
+    return list(first.values())
+
+
+def _bare(level):
+    """A level without its memory capacity, as `plan_inputs` and `pricing_inputs` hold it."""
+    return dataclasses.replace(level, memory_bytes=0, physical_memory=())
+
+
+def _child_inputs(inputs: tuple) -> tuple:
+    """`plan_inputs` of the level below, from a level's."""
+    level, _, below, compute = inputs
+    return level + 1, _bare(below[0]), below[1:], compute
+
+
+def _pricing_key(inputs: tuple) -> tuple:
+    """`pricing_inputs` of a level, from its `plan_inputs`."""
+    level, own, below, compute = inputs
+    return level, own, (_bare(below[0]), *below[1:]), compute
 
 
 class SharedTable:
@@ -109,19 +151,109 @@ class Memo:
         self.priced: dict = {}      # pricing_inputs -> what the search priced there
         self.classes: OrderedDict = OrderedDict()   # (class, program) -> (plan, row)
         self.stats = {"runs": 0, "derived": 0}
+        self.channel: Channel | None = None     # to the other workers (`shared_results`)
 
     def compile(self, program: Program, machine: Machine) -> Plan:
         """`compiler.compile_program(program, machine)` (objective cycles, no pins), planning
-        only the (task, level) entries no machine of the same suffix planned before."""
+        only the (task, level) entries no machine of the same suffix planned before (and, with
+        a channel to other workers, none that they passed on)."""
+        table, priced = self._tables(machine)
+        c = self.channel
+        plan = compile_program(program, machine, table=table, priced=priced,
+                               between=None if c is None else lambda: c.exchange(self))
+        if c is not None:
+            c.exchange(self)
+        return plan
+
+    def share(self, job: "Job"):
+        """Plan the instructions of a job's programs for its machine together with the other
+        workers running the same job (`shared_results`): each claims the next instruction
+        not yet claimed, plans it and passes its plans on, until none is left; the worker
+        that makes the job's runs then waits for the instructions the others claimed. An
+        instruction that cannot be compiled is left to that worker to report."""
+        c = self.channel
+        work = [(e, k) for e in {id(e.code): e for e in job.runs}.values()
+                for k in _distinct(e.code)]
+        mine, tables = set(), {}
+        while (at := c.claim(job.slot)) < len(work):
+            e, k = work[at]
+            if id(e) not in tables:
+                tables[id(e)] = self._tables(e.machine)
+            table, priced = tables[id(e)]
+            c.exchange(self)
+            with contextlib.suppress(Exception):
+                plan_instructions(e.code, e.machine, [k], table=table, priced=priced)
+            c.exchange(self)
+            c.done(job.slot, at)
+            mine.add(at)
+        if not job.share[0]:
+            c.wait(job.slot, [at for at in range(len(work)) if at not in mine], self)
+
+    def _tables(self, machine: Machine) -> tuple:
+        """The plan table and the per-level prices of a machine, the bounds kept."""
         if sum(len(t) for t in self.plans.values()) > MAX_PLANS:
             self.plans.clear()
+            if self.channel is not None:
+                self.channel.mark = None    # what is left was passed on or taken
         if sum(len(v) if k[0] == "costs" else 1
                for level in self.priced.values() for k, v in level.items()) > MAX_PRICES:
             self.priced.clear()
+            if self.channel is not None:
+                self.channel.mark = None
         priced = [self.priced.setdefault(pricing_inputs(machine, i), {})
                   for i in range(machine.depth)]
-        return compile_program(program, machine, table=SharedTable(machine, self.plans),
-                               priced=priced)
+        return SharedTable(machine, self.plans), priced
+
+    # ------------------------------------------------------------ shared between workers
+    def mark(self) -> tuple:
+        """How far the plan and price tables reach now (they only grow, until a bound clears
+        them): `since` gives what was added after."""
+        return ({k: len(v) for k, v in self.plans.items()},
+                {k: len(v) for k, v in self.priced.items()})
+
+    def since(self, mark: tuple) -> tuple:
+        """(plans, prices) added after `mark`, in the tables' own shape. A task's prices are
+        added to only by its search, which makes a plan of it: those of the tasks planned
+        after `mark` go whole."""
+        plans = {}
+        for k, v in self.plans.items():
+            n = mark[0].get(k, 0)
+            if len(v) > n:
+                plans[k] = dict(itertools.islice(v.items(), n, None))
+        priced = {}
+        for k, v in self.priced.items():
+            n = mark[1].get(k, 0)
+            if len(v) > n:
+                priced[k] = dict(itertools.islice(v.items(), n, None))
+        for k, new in plans.items():
+            searched = k[2] and self.priced.get(_pricing_key(k))
+            if searched:
+                out = priced.setdefault(_pricing_key(k), {})
+                for task in new:
+                    costs = searched.get(("costs", task))
+                    if costs:
+                        out[("costs", task)] = costs
+        return plans, priced
+
+    def take(self, plans: dict, priced: dict):
+        """Add plans and prices another worker made (`since`), keeping those this one has. A
+        plan is taken only with its children's (deepest level first), so that every plan in
+        the table has its subtree there."""
+        for k in sorted(plans, key=lambda k: -k[0]):
+            mine = self.plans.setdefault(k, {})
+            below = self.plans.get(_child_inputs(k), {}) if k[2] else {}
+            for task, node in plans[k].items():
+                if task not in mine and all(t in below for t, _ in node.children):
+                    mine[task] = node
+        for k, v in priced.items():
+            mine = self.priced.setdefault(k, {})
+            for key, value in v.items():
+                if key[0] == "costs":
+                    d = mine.setdefault(key, {})
+                    for c, x in value.items():
+                        d.setdefault(c, x)
+                else:
+                    mine.setdefault(key, value)
 
     def run(self, program: Program, machine: Machine):
         """`api.run(program, machine, functional=False)` with the plan from `compile`."""
@@ -170,5 +302,96 @@ MEMO = Memo()
 
 def run_job(job: Job) -> list[tuple[str, tuple[str, object]]]:
     """Run a job's evaluations in order (in a worker): [(key, ("row", result) or ("internal",
-    (invariant, where, detail)))]."""
-    return [(e.key, MEMO.evaluate(e)) for e in job.runs]
+    (invariant, where, detail)))]; a helper's share of their planning, with no result."""
+    if job.share[1] > 1 and MEMO.channel is not None:
+        MEMO.share(job)
+    return [] if job.share[0] else [(e.key, MEMO.evaluate(e)) for e in job.runs]
+
+
+class Channel:
+    """A local worker's link to the other workers of `shared_results`: its own queue, on which
+    they put what they plan and which instructions they are done with, theirs, and the claim
+    counters of the shared jobs. `exchange` passes on what this worker planned and priced
+    since it last did, and takes in what the others passed on."""
+
+    def __init__(self, index: int, queues: list, claims):
+        self.inbox = queues[index]
+        self.others = [q for j, q in enumerate(queues) if j != index]
+        for q in self.others:       # a worker that ends leaves what no one took behind
+            q.cancel_join_thread()
+        self.claims = claims
+        self.mark = None
+        self.finished: set = set()      # (slot, instruction) the others are done with
+
+    def claim(self, slot: int) -> int:
+        """The next unclaimed instruction of a shared job."""
+        with self.claims.get_lock():
+            at = self.claims[slot]
+            self.claims[slot] = at + 1
+        return at
+
+    def done(self, slot: int, at: int):
+        for q in self.others:
+            q.put(("done", slot, at))
+
+    def exchange(self, memo: "Memo"):
+        if self.mark is not None:
+            plans, priced = memo.since(self.mark)
+            if plans or priced:
+                data = pickle.dumps((plans, priced), pickle.HIGHEST_PROTOCOL)
+                for q in self.others:
+                    q.put(("news", data))
+        while True:
+            try:
+                self._read(self.inbox.get_nowait(), memo)
+            except queue.Empty:
+                break
+        self.mark = memo.mark()
+
+    def wait(self, slot: int, ats: list, memo: "Memo"):
+        """Until the others are done with these instructions of a shared job (what they plan
+        comes before), or none of them has said anything for `WAIT_SECONDS`."""
+        while any((slot, at) not in self.finished for at in ats):
+            try:
+                self._read(self.inbox.get(timeout=WAIT_SECONDS), memo)
+            except queue.Empty:
+                break
+        self.mark = memo.mark()
+
+    def _read(self, message: tuple, memo: "Memo"):
+        if message[0] == "news":
+            memo.take(*pickle.loads(message[1]))
+        else:
+            self.finished.add(message[1:])
+
+
+def _join(queues: list, counter, claims):
+    """A local worker's start (`shared_results`): the next free index is its channel's."""
+    with counter.get_lock():
+        index = counter.value
+        counter.value += 1
+    MEMO.channel = Channel(index, queues, claims)
+
+
+def shared_results(jobs: list[Job], workers: int):
+    """Each job's results (`run_job`), in the order they finish, from `workers` local processes
+    that pass on what they plan (`Channel`) before each instruction they compile, the jobs
+    taken in order by the workers as they become free. A job shared by the workers (`Job`)
+    then has its instructions planned by all of them at once, each starting with its own
+    share; and a worker that runs a machine after another worker ran a neighbour of it
+    (another memory capacity or root bandwidth, the levels below alike) plans and prices only
+    what neither did. Which worker plans what changes no result: a plan or a price depends
+    only on its task and its `plan_inputs` or `pricing_inputs`."""
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from multiprocessing import get_context
+    context = get_context(_start_method())
+    queues = [context.Queue() for _ in range(workers)]
+    claims = context.Array("i", max((j.slot for j in jobs), default=0) + 1)
+    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_join,
+                               initargs=(queues, context.Value("i", 0), claims))
+    try:
+        futures = [pool.submit(run_job, job) for job in jobs]
+        for future in as_completed(futures):
+            yield future.result()
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)

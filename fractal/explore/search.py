@@ -25,7 +25,7 @@ from pathlib import Path
 
 from compiler.decompose import plan_inputs
 from compiler.tables import frame, html_table
-from fractal.explore.evaluate import Evaluation, Job, run_job, timing_class
+from fractal.explore.evaluate import Evaluation, Job, run_job, shared_results, timing_class
 from fractal.explore.outcome import PRECHECKED, outcome, precheck
 from fractal.explore.pareto import Front, front
 from fractal.explore.spec import OBJECTIVES, Spec, load_spec
@@ -130,10 +130,15 @@ class _Study:
             if not pending[self._name(p)]:
                 finish(p, pre, runs, results)
         n = (os.cpu_count() or 1) if self.workers is None else self.workers
-        jobs = ([Job(tuple(e for c in g.values() for e in c)) for g in groups.values()]
-                if len(groups) >= n or self.dask is not None else _chunks(groups, n))
-        n = max(1, min(n, len(jobs)))
-        for _, done in (_results(jobs, n, self.dask, run_job) if jobs else ()):
+        if len(groups) >= n or self.dask is not None:   # a group to a worker
+            jobs = [Job(tuple(e for c in g.values() for e in c)) for g in groups.values()]
+            finished = (done for _, done in _results(jobs, max(1, min(n, len(jobs))), self.dask,
+                                                    run_job))
+        else:               # a timing class to all workers at once, what they plan passed on
+            classes = [c for g in groups.values() for c in g.values()]
+            jobs = [Job(tuple(c), (i, n), k) for k, c in enumerate(classes) for i in range(n)]
+            finished = shared_results(jobs, n)
+        for done in (finished if jobs else ()):
             for key, (kind, value) in done:
                 if kind == "internal":
                     raise InternalError(*value)
@@ -168,19 +173,6 @@ class _Study:
         self.bar.update()
         self.bar.set_postfix(feasible=sum(r["feasible"] for r in self.rows.values()),
                              front=len(self.tracker), refresh=False)
-
-
-def _chunks(groups: dict, n: int) -> list:
-    """About n jobs from fewer groups: each group's timing classes in consecutive runs."""
-    total = sum(len(g) for g in groups.values())
-    jobs = []
-    for g in groups.values():
-        cs = list(g.values())
-        parts = max(1, min(len(cs), round(n * len(cs) / total)))
-        for k in range(parts):
-            chunk = cs[k * len(cs) // parts:(k + 1) * len(cs) // parts]
-            jobs.append(Job(tuple(e for c in chunk for e in c)))
-    return jobs
 
 
 def _budgets(study: _Study, base: dict, names=None) -> dict:

@@ -168,3 +168,20 @@ def test_memoized_plan_size_grows_with_levels_not_leaves():
     assert large.machine.leaves == 32 ** 4
     assert len(large.table) <= 4 * len(small.table) + 16
     verify_plan(large)
+
+
+@pytest.mark.parametrize("name", ["cnn", "attention"])
+def test_a_plan_does_not_depend_on_the_order_its_instructions_are_planned_in(name):
+    """The explorer's workers plan a program's instructions among them, in any order, into one
+    table; every root plan and every entry it reaches is the program-order compile's."""
+    from compiler.decompose import plan_instructions
+    program = load_program(PROGRAMS / f"{name}.fasm")
+    m = preset("tiny")
+    plan = compile_program(program, m)
+    n = len(program.instructions)
+    table: dict = {}
+    back, reached = plan_instructions(program, m, reversed(range(n)), table=table)
+    assert tuple(back) == plan.roots and reached == plan.table
+    half, reached = plan_instructions(program, m, range(1, n, 2))
+    assert half[0] is None and half[1] == plan.roots[1]
+    assert reached.items() <= plan.table.items()

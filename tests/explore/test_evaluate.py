@@ -133,16 +133,95 @@ def test_a_machine_the_program_does_not_fit_gives_the_fresh_message():
     assert (kind, row) == timing_row(program, small, "logreg") and "cannot be fitted" in row["error"]
 
 
-def test_fewer_groups_than_workers_are_cut_into_runs_of_consecutive_classes():
-    from fractal.explore.search import _chunks
-    groups = {"a": {c: [f"{c}{i}" for i in range(2)] for c in "pqrstu"}, "b": {"v": ["v0"]}}
-    jobs = _chunks(groups, 4)
-    # every run once, in order, a class never split, each group's classes kept together
-    assert [e for j in jobs for e in j.runs] == [e for g in groups.values()
-                                                   for c in g.values() for e in c]
-    assert [j.runs for j in jobs] == [("p0", "p1", "q0", "q1"), ("r0", "r1", "s0", "s1"),
-                                      ("t0", "t1", "u0", "u1"), ("v0",)]
-    assert len(_chunks({"a": {"p": ["p0"]}}, 8)) == 1
+def _pair(slots: int = 1):
+    """Two memos linked as two workers of `shared_results` are, in one process."""
+    import multiprocessing
+    from fractal.explore.evaluate import Channel
+    context = multiprocessing.get_context()
+    queues, claims = [context.Queue(), context.Queue()], context.Array("i", slots)
+    memos = [Memo(), Memo()]
+    for i, m in enumerate(memos):
+        m.channel = Channel(i, queues, claims)
+    return memos, claims
+
+
+def _neighbours():
+    """Machines near tiny with the same levels below the root: two root bandwidths, two
+    memory capacities of the middle level, two clocks (one timing class each pair)."""
+    base = preset("tiny").rescaled(2, 4)
+    out = []
+    for bw in (base.levels[0].memory_bandwidth, base.levels[0].memory_bandwidth * 2):
+        for mem in (base.levels[1].memory_bytes, base.levels[1].memory_bytes // 4):
+            for hz in (1e9, 0.5e9):
+                out.append(dataclasses.replace(base, frequency_hz=hz, levels=(
+                    dataclasses.replace(base.levels[0], memory_bandwidth=bw),
+                    dataclasses.replace(base.levels[1], memory_bytes=mem), base.levels[2])))
+    return out
+
+
+def test_a_machine_planned_by_two_workers_gives_the_fresh_row_and_is_planned_once(monkeypatch):
+    from fractal.explore.evaluate import Job
+    program = api.load_program(ROOT / "programs" / "cnn.fasm")
+    m = preset("tiny").rescaled(2, 4)
+    runs = (Evaluation("k", "cnn", program, m),)
+    (helper, runner), claims = _pair()
+    fresh = timing_row(program, m, "cnn")
+    calls = _counting(monkeypatch)
+    helper.share(Job(runs, (1, 2), 0))      # the helper happens to claim every instruction
+    planned = dict(calls)
+    assert planned["estimate"] > 0 and claims[0] > len(program.instructions) // 2
+    runner.share(Job(runs, (0, 2), 0))      # ... so the runner only waits for them
+    assert runner.evaluate(runs[0]) == ("row", fresh[1])
+    assert calls == planned                 # and prices nothing itself
+    assert runner.plans == helper.plans
+
+
+def test_a_runner_waits_for_a_silent_helper_only_so_long(monkeypatch):
+    from fractal.explore import evaluate
+    program = api.load_program(ROOT / "programs" / "mlp.fasm")
+    m = preset("tiny")
+    runs = (Evaluation("k", "mlp", program, m),)
+    (_, runner), claims = _pair()
+    claims[0] = 10 ** 6                     # claimed by a helper that never says anything
+    monkeypatch.setattr(evaluate, "WAIT_SECONDS", 0.05)
+    runner.share(evaluate.Job(runs, (0, 2), 0))
+    assert runner.evaluate(runs[0]) == timing_row(program, m, "mlp")
+
+
+def test_a_plan_is_taken_only_with_its_subtree():
+    program = api.load_program(ROOT / "programs" / "mlp.fasm")
+    m = preset("tiny").rescaled(2, 4)
+    planner, taker = Memo(), Memo()
+    mark = planner.mark()
+    planner.compile(program, m)
+    plans, priced = planner.since(mark)
+    assert plans[plan_inputs(m, 0)] and priced[pricing_inputs(m, 0)]
+    child = next(t for node in plans[plan_inputs(m, 0)].values() for t, _ in node.children)
+    del plans[plan_inputs(m, 1)][child]     # a message that lost one child's plan
+    taker.take(plans, priced)
+    assert all(all(t in taker.plans[plan_inputs(m, 1)] for t, _ in node.children)
+               for node in taker.plans[plan_inputs(m, 0)].values())
+    assert len(taker.plans[plan_inputs(m, 0)]) < len(planner.plans[plan_inputs(m, 0)])
+    assert taker.compile(program, m) == compile_program(program, m)
+
+
+def test_workers_that_share_what_they_plan_give_the_rows_of_fresh_runs():
+    from fractal.explore.evaluate import Job, shared_results, timing_class
+    programs = {name: api.load_program(ROOT / "programs" / f"{name}.fasm")
+                for name in ("cnn", "mlp")}
+    classes: dict = {}
+    for m in _neighbours():
+        for name, program in programs.items():
+            classes.setdefault(timing_class(m), []).append(
+                Evaluation(f"{name}@{len(classes)}:{m.frequency_hz}", name, program, m))
+    assert len(classes) == 4
+    jobs = [Job(tuple(runs), (i, 2), k) for k, runs in enumerate(classes.values())
+            for i in range(2)]
+    got = dict(row for done in shared_results(jobs, 2) for row in done)
+    every = [e for runs in classes.values() for e in runs]
+    assert set(got) == {e.key for e in every}
+    for e in every:
+        assert got[e.key] == timing_row(e.code, e.machine, e.label), e.key
 
 
 def test_a_worker_that_forgets_its_prices_plans_alike(monkeypatch):
