@@ -208,7 +208,7 @@ def test_a_plan_is_taken_only_with_its_subtree():
 def test_workers_that_share_what_they_plan_give_the_rows_of_fresh_runs():
     from fractal.explore.evaluate import Job, shared_results, timing_class
     programs = {name: api.load_program(ROOT / "programs" / f"{name}.fasm")
-                for name in ("cnn", "mlp")}
+                for name in ("logreg", "mlp")}
     classes: dict = {}
     for m in _neighbours():
         for name, program in programs.items():
