@@ -29,8 +29,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import itertools
-import pickle
-import queue
 from collections import OrderedDict
 from dataclasses import dataclass
 
@@ -40,13 +38,12 @@ from compiler.decompose import (compile_program, plan_inputs, plan_instructions,
 from compiler.plan import Plan
 from compiler.rules import task_of
 from fractal.store import program_inputs
-from fractal.sweep import ENERGY_PARTS, _start_method, timing_row
+from fractal.sweep import ENERGY_PARTS, timing_row
 from isa.checker import opcode_table
 from isa.program import Program
 from machine import Machine
 
-__all__ = ["Evaluation", "Job", "run_job", "shared_results", "Memo", "timing_class",
-           "MEMO"]
+__all__ = ["Evaluation", "Job", "run_job", "Memo", "timing_class", "MEMO"]
 
 #: node plans a worker keeps before it forgets them all (a VGG-16 plan holds a few hundred)
 MAX_PLANS = 200_000
@@ -55,9 +52,6 @@ MAX_PLANS = 200_000
 MAX_PRICES = 1_000_000
 #: timing classes a worker keeps (each a plan and a row per program)
 MAX_CLASSES = 512
-#: how long a worker waits for the others' instructions of a job they share while none of
-#: them says anything, before it plans what is missing itself
-WAIT_SECONDS = 60.0
 
 
 @dataclass(frozen=True)
@@ -72,12 +66,12 @@ class Evaluation:
 @dataclass(frozen=True)
 class Job:
     """Runs a worker makes one after another, so that it reuses what the first ones planned.
-    Of a job shared by n workers (`shared_results`), share 0 makes the runs and shares 1 to
+    Of a job shared by n workers (`fractal.explore.share`), share 0 makes the runs and shares 1 to
     n - 1 are its helpers, each planning its share of the instructions of the runs' programs
     for their machine."""
     runs: tuple[Evaluation, ...]
     share: tuple[int, int] = (0, 1)
-    slot: int = 0       # which of `shared_results`' claim counters the shares use
+    slot: int = 0       # which claim counter of `fractal.explore.share` the shares use
 
 
 def timing_class(m: Machine) -> Machine:
@@ -151,7 +145,7 @@ class Memo:
         self.priced: dict = {}      # pricing_inputs -> what the search priced there
         self.classes: OrderedDict = OrderedDict()   # (class, program) -> (plan, row)
         self.stats = {"runs": 0, "derived": 0}
-        self.channel: Channel | None = None     # to the other workers (`shared_results`)
+        self.channel = None     # to the other workers (`fractal.explore.share.Channel`)
 
     def compile(self, program: Program, machine: Machine) -> Plan:
         """`compiler.compile_program(program, machine)` (objective cycles, no pins), planning
@@ -167,7 +161,7 @@ class Memo:
 
     def share(self, job: "Job"):
         """Plan the instructions of a job's programs for its machine together with the other
-        workers running the same job (`shared_results`): each claims the next instruction
+        workers running the same job (`fractal.explore.share`): each claims the next instruction
         not yet claimed, plans it and passes its plans on, until none is left; the worker
         that makes the job's runs then waits for the instructions the others claimed. An
         instruction that cannot be compiled is left to that worker to report."""
@@ -306,92 +300,3 @@ def run_job(job: Job) -> list[tuple[str, tuple[str, object]]]:
     if job.share[1] > 1 and MEMO.channel is not None:
         MEMO.share(job)
     return [] if job.share[0] else [(e.key, MEMO.evaluate(e)) for e in job.runs]
-
-
-class Channel:
-    """A local worker's link to the other workers of `shared_results`: its own queue, on which
-    they put what they plan and which instructions they are done with, theirs, and the claim
-    counters of the shared jobs. `exchange` passes on what this worker planned and priced
-    since it last did, and takes in what the others passed on."""
-
-    def __init__(self, index: int, queues: list, claims):
-        self.inbox = queues[index]
-        self.others = [q for j, q in enumerate(queues) if j != index]
-        for q in self.others:       # a worker that ends leaves what no one took behind
-            q.cancel_join_thread()
-        self.claims = claims
-        self.mark = None
-        self.finished: set = set()      # (slot, instruction) the others are done with
-
-    def claim(self, slot: int) -> int:
-        """The next unclaimed instruction of a shared job."""
-        with self.claims.get_lock():
-            at = self.claims[slot]
-            self.claims[slot] = at + 1
-        return at
-
-    def done(self, slot: int, at: int):
-        for q in self.others:
-            q.put(("done", slot, at))
-
-    def exchange(self, memo: "Memo"):
-        if self.mark is not None:
-            plans, priced = memo.since(self.mark)
-            if plans or priced:
-                data = pickle.dumps((plans, priced), pickle.HIGHEST_PROTOCOL)
-                for q in self.others:
-                    q.put(("news", data))
-        while True:
-            try:
-                self._read(self.inbox.get_nowait(), memo)
-            except queue.Empty:
-                break
-        self.mark = memo.mark()
-
-    def wait(self, slot: int, ats: list, memo: "Memo"):
-        """Until the others are done with these instructions of a shared job (what they plan
-        comes before), or none of them has said anything for `WAIT_SECONDS`."""
-        while any((slot, at) not in self.finished for at in ats):
-            try:
-                self._read(self.inbox.get(timeout=WAIT_SECONDS), memo)
-            except queue.Empty:
-                break
-        self.mark = memo.mark()
-
-    def _read(self, message: tuple, memo: "Memo"):
-        if message[0] == "news":
-            memo.take(*pickle.loads(message[1]))
-        else:
-            self.finished.add(message[1:])
-
-
-def _join(queues: list, counter, claims):
-    """A local worker's start (`shared_results`): the next free index is its channel's."""
-    with counter.get_lock():
-        index = counter.value
-        counter.value += 1
-    MEMO.channel = Channel(index, queues, claims)
-
-
-def shared_results(jobs: list[Job], workers: int):
-    """Each job's results (`run_job`), in the order they finish, from `workers` local processes
-    that pass on what they plan (`Channel`) before each instruction they compile, the jobs
-    taken in order by the workers as they become free. A job shared by the workers (`Job`)
-    then has its instructions planned by all of them at once, each starting with its own
-    share; and a worker that runs a machine after another worker ran a neighbour of it
-    (another memory capacity or root bandwidth, the levels below alike) plans and prices only
-    what neither did. Which worker plans what changes no result: a plan or a price depends
-    only on its task and its `plan_inputs` or `pricing_inputs`."""
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-    from multiprocessing import get_context
-    context = get_context(_start_method())
-    queues = [context.Queue() for _ in range(workers)]
-    claims = context.Array("i", max((j.slot for j in jobs), default=0) + 1)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_join,
-                               initargs=(queues, context.Value("i", 0), claims))
-    try:
-        futures = [pool.submit(run_job, job) for job in jobs]
-        for future in as_completed(futures):
-            yield future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)

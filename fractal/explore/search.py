@@ -25,9 +25,10 @@ from pathlib import Path
 
 from compiler.decompose import plan_inputs
 from compiler.tables import frame, html_table
-from fractal.explore.evaluate import Evaluation, Job, run_job, shared_results, timing_class
+from fractal.explore.evaluate import Evaluation, Job, run_job, timing_class
 from fractal.explore.outcome import PRECHECKED, outcome, precheck
 from fractal.explore.pareto import Front, front
+from fractal.explore.share import shared_results
 from fractal.explore.spec import OBJECTIVES, Spec, load_spec
 from fractal.explore.space import (DESIGN_POINT, DesignPoint, base_point, design_point,
                                    fingerprint, grid)

@@ -136,7 +136,7 @@ def test_a_machine_the_program_does_not_fit_gives_the_fresh_message():
 def _pair(slots: int = 1):
     """Two memos linked as two workers of `shared_results` are, in one process."""
     import multiprocessing
-    from fractal.explore.evaluate import Channel
+    from fractal.explore.share import Channel
     context = multiprocessing.get_context()
     queues, claims = [context.Queue(), context.Queue()], context.Array("i", slots)
     memos = [Memo(), Memo()]
@@ -177,14 +177,15 @@ def test_a_machine_planned_by_two_workers_gives_the_fresh_row_and_is_planned_onc
 
 
 def test_a_runner_waits_for_a_silent_helper_only_so_long(monkeypatch):
-    from fractal.explore import evaluate
+    from fractal.explore import share
+    from fractal.explore.evaluate import Job
     program = api.load_program(ROOT / "programs" / "mlp.fasm")
     m = preset("tiny")
     runs = (Evaluation("k", "mlp", program, m),)
     (_, runner), claims = _pair()
     claims[0] = 10 ** 6                     # claimed by a helper that never says anything
-    monkeypatch.setattr(evaluate, "WAIT_SECONDS", 0.05)
-    runner.share(evaluate.Job(runs, (0, 2), 0))
+    monkeypatch.setattr(share, "WAIT_SECONDS", 0.05)
+    runner.share(Job(runs, (0, 2), 0))
     assert runner.evaluate(runs[0]) == timing_row(program, m, "mlp")
 
 
@@ -206,7 +207,8 @@ def test_a_plan_is_taken_only_with_its_subtree():
 
 
 def test_workers_that_share_what_they_plan_give_the_rows_of_fresh_runs():
-    from fractal.explore.evaluate import Job, shared_results, timing_class
+    from fractal.explore.evaluate import Job, timing_class
+    from fractal.explore.share import shared_results
     programs = {name: api.load_program(ROOT / "programs" / f"{name}.fasm")
                 for name in ("logreg", "mlp")}
     classes: dict = {}
