@@ -66,9 +66,9 @@ class Evaluation:
 @dataclass(frozen=True)
 class Job:
     """Runs a worker makes one after another, so that it reuses what the first ones planned.
-    Of a job shared by n workers (`fractal.explore.share`), share 0 makes the runs and shares 1 to
-    n - 1 are its helpers, each planning its share of the instructions of the runs' programs
-    for their machine."""
+    A job shared by n workers (`fractal.explore.share`) goes out as n shares (i, n) with one
+    claim counter (`slot`): share 0 makes the runs, and every share plans the instructions of
+    the runs' programs it claims (`Memo.share`)."""
     runs: tuple[Evaluation, ...]
     share: tuple[int, int] = (0, 1)
     slot: int = 0       # which claim counter of `fractal.explore.share` the shares use
