@@ -212,11 +212,12 @@ def test_workers_that_share_what_they_plan_give_the_rows_of_fresh_runs():
     programs = {name: api.load_program(ROOT / "programs" / f"{name}.fasm")
                 for name in ("logreg", "mlp")}
     classes: dict = {}
-    for m in _neighbours():
+    small = _variant(_neighbours()[0], leaf={"memory_bytes": 16})   # fits no program
+    for m in [*_neighbours(), small]:
         for name, program in programs.items():
             classes.setdefault(timing_class(m), []).append(
                 Evaluation(f"{name}@{len(classes)}:{m.frequency_hz}", name, program, m))
-    assert len(classes) == 4
+    assert len(classes) == 5
     jobs = [Job(tuple(runs), (i, 2), k) for k, runs in enumerate(classes.values())
             for i in range(2)]
     got = dict(row for done in shared_results(jobs, 2) for row in done)
@@ -224,6 +225,7 @@ def test_workers_that_share_what_they_plan_give_the_rows_of_fresh_runs():
     assert set(got) == {e.key for e in every}
     for e in every:
         assert got[e.key] == timing_row(e.code, e.machine, e.label), e.key
+    assert "cannot be fitted" in got[every[-1].key][1]["error"]    # the first failing one's
 
 
 def test_a_worker_that_forgets_its_prices_plans_alike(monkeypatch):
