@@ -190,3 +190,35 @@ def test_base_budgets_are_the_base_machines_own_and_a_point_over_its_area_is_not
 
 SPEC_BASE = SPEC.replace("area_mm2 = 0.6\npower_w = 1.5", 'area_mm2 = "base"\npower_w = "base"') \
     .replace("memory_bytes = [65536]", "memory_bytes = [65536, 33554432]")
+
+
+ONE_GROUP = SPEC.split("[vary]")[0] + """[vary]
+frequency_hz = [0.5e9, 1e9]
+
+[vary.level.root]
+memory_bandwidth = [8, 16, 64]
+
+[search]
+objectives = ["latency", "energy"]
+"""
+
+
+def test_workers_planning_together_one_worker_and_dask_give_one_store(tmp_path):
+    """Six machines with the same levels below the root (one group, three timing classes): two
+    local workers plan each class together (`fractal.explore.share`), one worker runs them in
+    turn, a Dask cluster runs them as one job; the stores hold the same evaluations."""
+    from fractal.store import Store
+    distributed = pytest.importorskip("distributed")
+    spec = folder(tmp_path, ONE_GROUP)
+
+    def evaluations(name, **how):
+        result = explore(spec, tmp_path / name, progress=False, **how)
+        with Store(result.store) as db:
+            return result.ran, db.evaluations()
+    ran, together = evaluations("two", workers=2)
+    # two workloads on six machines, and each machine's design-point evaluation
+    assert ran == 2 * 6 and len(together) == ran + 6
+    assert evaluations("one", workers=1) == (ran, together)
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                                  dashboard_address=None) as cluster:
+        assert evaluations("dask", dask=cluster.scheduler_address) == (ran, together)
