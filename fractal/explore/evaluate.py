@@ -1,7 +1,7 @@
 """Timing-only evaluations of design points, memoized across machines.
 
 Each evaluation is the sweep's (`fractal.sweep.timing_row`: a timing-only run in symmetric
-mode under the compiler's `cycles` objective) and gives the same row; two things a worker
+mode under the compiler's `cycles` objective) and gives the same row; three things a worker
 remembers between the machines it runs make most of them cheaper:
 
 - plans of shared lower levels. The plan of a task at level l depends only on the levels from
@@ -22,7 +22,8 @@ remembers between the machines it runs make most of them cheaper:
   row is the first one's, with its seconds (cycles / clock) and its energy
   (`simulator.energy.plan_energy` of the same plan on it) computed as a run computes them.
 
-tests/explore/test_evaluate.py checks both against fresh runs (`api.run`), row for row.
+tests/explore/test_evaluate.py checks all three against fresh runs (`api.run`), row for row.
+Local workers also pass each other what they plan (`fractal.explore.share`).
 """
 from __future__ import annotations
 
