@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import resource
 import shutil
 import sys
 import tempfile
@@ -94,6 +95,12 @@ def kinds(program, repeat: int) -> list[tuple[str, int, float]]:
     return out
 
 
+def _cpu() -> tuple[float, float]:
+    """Processor seconds so far of this process and of its ended child processes."""
+    own, kids = (resource.getrusage(w) for w in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--workers", type=int, default=2)
@@ -116,10 +123,10 @@ def main(argv=None) -> int:
     folder = Path(tempfile.mkdtemp(prefix="explore-speed-"))
     try:
         (folder / "spec.toml").write_text(GRIDS[args.grid])
-        start = time.perf_counter()
+        start, before = time.perf_counter(), _cpu()
         result = explore(folder / "spec.toml", folder / "out", workers=args.workers,
                          progress=False)
-        seconds = time.perf_counter() - start
+        seconds, cpu = time.perf_counter() - start, [b - a for a, b in zip(before, _cpu())]
     finally:
         shutil.rmtree(folder, ignore_errors=True)
     n = len(result.points)
@@ -127,6 +134,8 @@ def main(argv=None) -> int:
             "the clusters' memory (4 points, the base among them)")
     lines.append(f"| {what}, {args.workers} workers, {result.ran} runs | {n} | {seconds:.2f} | "
                  f"{n / seconds:.2f} |")
+    lines.append(f"\nProcessor time of the grid: {cpu[1]:.2f} s in the worker processes, "
+                 f"{cpu[0]:.2f} s in this one.")
     text = "\n".join(lines) + "\n"
     print(text)
     if args.out:

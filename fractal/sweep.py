@@ -361,9 +361,11 @@ def _connect(address: str):
         raise UserError(f"cannot reach the Dask scheduler at {address}: {e}", "--dask") from None
 
 
-def _results(points: list, workers: int, dask, work=None):
+def _results(points: list, workers: int, dask, work=None, context=None, initializer=None,
+             initargs=()):
     """(point, `work(point)` run in a worker, `run_point` by default) for each point, in the
-    order they finish."""
+    order they finish. Local worker processes start in `context` (by default `worker_context()`)
+    and run `initializer(*initargs)` first."""
     work = work or run_point
     if dask is not None:
         # lazy: Dask is an optional extra (.[dask]) and takes ~1 s to import
@@ -381,7 +383,8 @@ def _results(points: list, workers: int, dask, work=None):
         for p in points:
             yield p, work(p)
     else:
-        pool = ProcessPoolExecutor(max_workers=workers, mp_context=get_context(_start_method()))
+        pool = ProcessPoolExecutor(max_workers=workers, mp_context=context or worker_context(),
+                                   initializer=initializer, initargs=initargs)
         try:
             futures = {pool.submit(work, p): p for p in points}
             for future in as_completed(futures):
@@ -394,6 +397,11 @@ class Progress(tqdm):
     """A progress bar without tqdm's monitor thread (which only retunes a bar that stalls), so
     that local workers can be forked (`_start_method`)."""
     monitor_interval = 0
+
+
+def worker_context():
+    """The multiprocessing context local workers start in (`_start_method`)."""
+    return get_context(_start_method())
 
 
 def _start_method() -> str:

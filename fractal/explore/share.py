@@ -11,11 +11,9 @@ from __future__ import annotations
 
 import pickle
 import queue
-from concurrent.futures import ProcessPoolExecutor, as_completed
-from multiprocessing import get_context
 
 from fractal.explore.evaluate import MEMO, Job, Memo, run_job
-from fractal.sweep import _start_method
+from fractal.sweep import _results, worker_context
 
 __all__ = ["Channel", "shared_results", "WAIT_SECONDS"]
 
@@ -96,14 +94,9 @@ def shared_results(jobs: list[Job], workers: int):
     instructions one at a time, so a machine is planned by every worker at once; and a worker
     that runs a machine after a neighbour of it was run (another memory capacity or root
     bandwidth, the levels below alike) plans and prices only what no worker did."""
-    context = get_context(_start_method())
+    context = worker_context()      # the queues' locks must be the workers' kind
     queues = [context.Queue() for _ in range(workers)]
     claims = context.Array("i", max((j.slot for j in jobs), default=0) + 1)
-    pool = ProcessPoolExecutor(max_workers=workers, mp_context=context, initializer=_join,
-                               initargs=(queues, context.Value("i", 0), claims))
-    try:
-        futures = [pool.submit(run_job, job) for job in jobs]
-        for future in as_completed(futures):
-            yield future.result()
-    finally:
-        pool.shutdown(wait=True, cancel_futures=True)
+    for _, done in _results(jobs, workers, None, run_job, context, _join,
+                            (queues, context.Value("i", 0), claims)):
+        yield done
