@@ -26,10 +26,10 @@ and the node combines them all (a merge waits for every run and merges them at t
 """
 from __future__ import annotations
 
-import functools
 import itertools
 import math
 from dataclasses import dataclass
+from typing import NamedTuple
 
 from compiler.rules import (MERGES, AccessMap, DimKind, Reduction, Task, access_map, box_types,
                             ceil_cycles, combine_ops, merge_ops, split_ranges, sub_task)
@@ -39,14 +39,15 @@ __all__ = ["PieceWork", "StageTimes", "Schedule", "check_order", "default_order"
            "operand_loads", "stage_times"]
 
 
-@dataclass(frozen=True, kw_only=True)
-class PieceWork:
-    """What one serial piece of a kind moves and runs."""
+class PieceWork(NamedTuple):
+    """What one serial piece of a kind moves and runs (a named tuple: a compile builds tens of
+    thousands)."""
     load_bytes: int             # read through the node's memory port (a shared operand once if broadcast)
     load_link_bytes: int        # over the busiest child's link
     groups: tuple               # per axis, the child ranges grouped: ((start, extent, count), ...)
     widest: tuple               # the child boxes that may take a child longest:
                                 # ((starts, extents, how many children), ...)
+    largest: int                # points of the iteration space in the largest child box
     reduce_ops: int             # g work on the node's LFU for this piece
     store_bytes: int            # written back through the port (0 while children keep partials)
     store_link_bytes: int       # over the busiest child's link
@@ -54,12 +55,7 @@ class PieceWork:
     child_reduce_ops: int = 0   # g work on the children's LFUs, adding to the partials they keep
     child_reduce_max: int = 0   # the most of it one child does
 
-    @functools.cached_property
-    def largest(self) -> int:
-        """Points of the iteration space in the largest child box."""
-        return max(math.prod(e) for _, e, _ in self.widest)
-
-    @functools.cached_property
+    @property
     def boxes(self) -> tuple:
         """The distinct child boxes: ((starts, extents, how many children), ...)."""
         return _boxes(self.groups, itertools.product(*[range(len(gs)) for gs in self.groups]))
@@ -69,18 +65,12 @@ def _boxes(groups, combos) -> tuple:
     """((starts, extents, how many children), ...) of these combinations of per-axis groups."""
     out = []
     for c in combos:
-        starts, extents, n = [], [], 1
-        for gs, g in zip(groups, c):
-            start, extent, count = gs[g]
-            starts.append(start)
-            extents.append(extent)
-            n *= count
-        out.append((tuple(starts), tuple(extents), n))
+        starts, extents, counts = zip(*[gs[g] for gs, g in zip(groups, c)])
+        out.append((starts, extents, math.prod(counts)))
     return tuple(out)
 
 
-@dataclass(frozen=True, kw_only=True)
-class StageTimes:
+class StageTimes(NamedTuple):
     """Cycles of one piece's stages (docs/simulator.md): a transfer holds the parent's memory
     port for its port cycles; its link cycles beyond those and the link latency overlap other
     work. `execute` is the slowest child plus the children's adding into kept partials."""
@@ -106,14 +96,13 @@ def stage_times(work: PieceWork, node, child) -> StageTimes:
     a child moves, the node's `link_fraction` crosses its link)."""
     remote = node.link_fraction
     return StageTimes(
-        load_port=ceil_cycles(work.load_bytes / node.memory_bandwidth),
-        load_link=ceil_cycles(work.load_link_bytes * remote / child.link_bandwidth),
-        store_port=ceil_cycles(work.store_bytes / node.memory_bandwidth),
-        store_link=(ceil_cycles(work.store_link_bytes * remote / child.link_bandwidth)
-                    if work.store_bytes else 0),
-        latency=child.link_latency,
-        child_reduce=ceil_cycles(work.child_reduce_max / child.lfu_ops_per_cycle),
-        reduce=ceil_cycles(work.reduce_ops / node.lfu_ops_per_cycle))
+        ceil_cycles(work.load_bytes / node.memory_bandwidth),
+        ceil_cycles(work.load_link_bytes * remote / child.link_bandwidth),
+        ceil_cycles(work.store_bytes / node.memory_bandwidth),
+        ceil_cycles(work.store_link_bytes * remote / child.link_bandwidth) if work.store_bytes else 0,
+        child.link_latency,
+        ceil_cycles(work.child_reduce_max / child.lfu_ops_per_cycle),
+        ceil_cycles(work.reduce_ops / node.lfu_ops_per_cycle))
 
 
 def default_order(amap: AccessMap) -> tuple:
@@ -467,7 +456,18 @@ class Schedule:
         task = self.task
         base, deps = self._operands
         per_child = [k.count for k in ak]
-        widest = list(itertools.product(*[k.widest for k in ak]))
+        groups = tuple(k.groups for k in ak)
+        combos = list(itertools.product(*[k.widest for k in ak]))
+        # per box that may be the largest, per operand: the bytes of its region in that box
+        regions = []
+        for c in combos:
+            lengths = [k.lengths[g] for k, g in zip(ak, c)]
+            row = []
+            for i, b in enumerate(base):
+                for ln in lengths:
+                    b *= ln[i]
+                row.append(b)
+            regions.append(row)
 
         def sent(i, copies) -> int:
             """Bytes of operand i sent for the piece: along an axis it depends on, the sum of its
@@ -487,16 +487,7 @@ class Schedule:
 
         def busiest(operands) -> int:
             """The most bytes of these operands one child receives or returns."""
-            most = 0
-            for c in widest:
-                total = 0
-                for i in operands:
-                    b = base[i]
-                    for k, g in zip(ak, c):
-                        b *= k.lengths[g][i]
-                    total += b
-                most = max(most, total)
-            return most
+            return max(sum(row[i] for i in operands) for row in regions)
 
         inputs = [i for i, fresh in enumerate(loads, self.n_out) if fresh]
         outputs = range(self.n_out)
@@ -515,7 +506,6 @@ class Schedule:
                 size = self.amap.dtype_bytes[0]
                 child_ops, child_max = sent(0, per_child) // size, busiest([0]) // size
             elif not k.first:               # an extension's reduction instruction, per child
-                groups = [k.groups for k in ak]
                 boxes = _boxes(groups, itertools.product(*[range(len(gs)) for gs in groups]))
                 each = [combine_ops(task, g, box_types(task, self.amap, s, e)[:self.n_out], 1)
                         for s, e, _ in boxes]
@@ -529,12 +519,10 @@ class Schedule:
         if stores is not None:
             store = sum(sent(i, stores) for i in outputs)
             store_link = busiest(outputs)
-        groups = tuple(k.groups for k in ak)
-        return PieceWork(load_bytes=load, load_link_bytes=busiest(inputs), groups=groups,
-                         widest=_boxes(groups, widest),
-                         reduce_ops=reduce_ops, store_bytes=store, store_link_bytes=store_link,
-                         child_reduce_ops=child_ops, child_reduce_max=child_max,
-                         busy=math.prod(per_child))
+        widest = _boxes(groups, combos)
+        return PieceWork(load, busiest(inputs), groups, widest,
+                         max(math.prod(e) for _, e, _ in widest), reduce_ops, store, store_link,
+                         math.prod(per_child), child_ops, child_max)
 
     def _piece_outputs(self, ak) -> tuple:
         """Types of a piece's output regions (reduction axes do not appear in them)."""
@@ -590,7 +578,7 @@ class Schedule:
         for kind, n in self.counts().items():
             w = self.work(kind)
             st = stage_times(w, node, child)
-            execute = max(child_cycles(s, e) for s, e, _ in w.widest)
+            execute = max([child_cycles(s, e) for s, e, _ in w.widest])
             held = st.load + execute + st.child_reduce + st.store   # a buffer, LD to WB
             journey = held + st.reduce
             links = ((st.load_link + st.store_link,) if child.duplex == "half"
