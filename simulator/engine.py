@@ -76,7 +76,12 @@ class Engine:
     """Runs a plan: every node is a `NodeRun` process (exact), or each distinct (task, level)
     once with its duration reused for every sibling that receives the same task (symmetric)."""
 
-    def __init__(self, plan: Plan, mode: str = "symmetric", trace: bool = False):
+    def __init__(self, plan: Plan, mode: str = "symmetric", trace: bool = False, known=None):
+        """`known`, in symmetric mode untraced: a mapping (task, level) -> (node, cycles,
+        reservation table, totals) of node runs to reuse, to which this engine adds its own. A
+        node's run depends only on its plan, its children's runs and the levels from its own
+        down, and not on its own memory capacity: a design-space search keeps one per
+        `compiler.decompose.plan_inputs` (fractal.explore.evaluate)."""
         if mode not in ("symmetric", "exact"):
             raise ValueError(mode)
         check_sim_pieces(_pieces_per_root(plan, mode), plan.program)
@@ -94,6 +99,7 @@ class Engine:
         self._timer = self if mode == "symmetric" else Engine(plan, "symmetric")
         self._schedules: dict = {}      # (task, level) -> Schedule
         self._violations: list[InternalError] = []
+        self._known = known if mode == "symmetric" and not trace else None
 
     # ------------------------------------------------------------ public
     def instruction_cycles(self) -> list[int]:
@@ -142,6 +148,8 @@ class Engine:
         is placed; None: not yet, as when a parent only reads the task's reservation table)."""
         key = (node.task, node.level)
         d = self._durations.get(key)
+        if d is None and self._known is not None and self._adopt(node):
+            d = self._durations[key]
         if d is None:
             env = simpy.Environment()
             path = "0" if node.level == 0 else f"r{len(self._durations)}"
@@ -155,10 +163,25 @@ class Engine:
             self._reservations[key] = run.reservation or Reservation.whole(d)
             if saved is not None:
                 self._pending[key], self.events = self.events, saved
+            if self._known is not None:
+                self._known[key] = (node, d, self._reservations[key], self.totals[key])
         if at is not None and self.events is not None and key in self._pending:
             self.events.extend(dataclasses.replace(e, start=e.start + at, end=e.end + at)
                                for e in self._pending.pop(key))
         return d
+
+    def _adopt(self, node: NodePlan) -> bool:
+        """Take a node's run and its subtree's from `known`, if all are there for these plans."""
+        key = (node.task, node.level)
+        if key in self._durations:
+            return True
+        run = self._known.get(key)
+        if run is None or not (run[0] is node or run[0] == node):
+            return False
+        if not all(self._adopt(self.plan.node(t, node.level + 1)) for t, _ in node.children):
+            return False
+        _, self._durations[key], self._reservations[key], self.totals[key] = run
+        return True
 
     def reservation(self, node: NodePlan) -> Reservation:
         """The reservation table of a node's task, run on its own (symmetric mode)."""

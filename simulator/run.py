@@ -27,8 +27,9 @@ EXACT_MODE_LIMIT = 200_000
 
 
 def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feeds: dict | None = None,
-             trace: bool = False, progress=None) -> tuple[Report, Engine]:
-    """Simulate a plan. `progress(i, n, text)` is called as each root instruction finishes."""
+             trace: bool = False, progress=None, known=None) -> tuple[Report, Engine]:
+    """Simulate a plan. `progress(i, n, text)` is called as each root instruction finishes;
+    `known` holds node runs of earlier simulations to reuse (`Engine`)."""
     start = time.perf_counter()
     m = plan.machine
     if mode == "exact":
@@ -36,7 +37,7 @@ def simulate(plan: Plan, mode: str = "symmetric", functional: bool = False, feed
         if tasks > EXACT_MODE_LIMIT:
             raise UserError(f"exact simulation would run {tasks:,} node tasks one by one (limit "
                             f"{EXACT_MODE_LIMIT:,}); use the symmetric mode", "--exact")
-    engine = Engine(plan, mode, trace)
+    engine = Engine(plan, mode, trace, known)
     if mode == "symmetric":
         cycles = []
         for i, root in enumerate(plan.roots):

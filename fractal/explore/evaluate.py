@@ -8,7 +8,8 @@ remembers between the machines it runs make most of them cheaper:
   l down and the leaf's compute, and not on level l's own memory capacity, which only its
   parent's split reads (`compiler.decompose.plan_inputs`). Every worker keeps the node plans it
   made under those inputs, so a machine that differs from an earlier one only above level l, or
-  in level l's memory capacity, plans nothing at or below it again (`SharedTable`);
+  in level l's memory capacity, plans nothing at or below it again (`SharedTable`), and the
+  simulator runs none of those nodes again (`simulator.engine.Engine`'s `known`);
 - prices of candidate splits. What the search at level l prices a candidate by (its closed
   form, and the node model's cycles with the children's plans) depends on neither level l's
   nor level l+1's memory capacity, which decide only which candidates fit
@@ -144,6 +145,7 @@ class Memo:
     def __init__(self):
         self.plans: dict = {}
         self.priced: dict = {}      # pricing_inputs -> what the search priced there
+        self.simulated: dict = {}   # plan_inputs -> the node runs simulated there
         self.classes: OrderedDict = OrderedDict()   # (class, program) -> (plan, row)
         self.stats = {"runs": 0, "derived": 0}
         self.channel = None     # to the other workers (`fractal.explore.share.Channel`)
@@ -188,6 +190,7 @@ class Memo:
         """The plan table and the per-level prices of a machine, the bounds kept."""
         if sum(len(t) for t in self.plans.values()) > MAX_PLANS:
             self.plans.clear()
+            self.simulated.clear()
             if self.channel is not None:
                 self.channel.mark = None    # what is left was passed on or taken
         if sum(len(v) if k[0] == "costs" else 1
@@ -256,7 +259,8 @@ class Memo:
         plan = self.compile(program, machine)
         verify_plan(plan)
         self.last_plan = plan
-        return simulate(plan, "symmetric", False, None)[0]
+        return simulate(plan, "symmetric", False, None,
+                        known=SharedTable(machine, self.simulated))[0]
 
     def evaluate(self, e: Evaluation) -> tuple[str, object]:
         """The run's store result, as `fractal.sweep.timing_row` gives it."""

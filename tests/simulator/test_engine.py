@@ -173,3 +173,30 @@ def test_pipeline_matches_the_closed_form_when_execute_bound():
     execute = int(piece / 0.25)                             # the leaf's element-wise rate
     assert execute >= load + store
     assert Engine(plan, "exact").instruction_cycles() == [7 + load + n * execute + store]
+
+
+def test_node_runs_are_reused_only_for_equal_plans(monkeypatch):
+    """A design-space search hands the engine the node runs of earlier simulations (`known`): a
+    node whose plan is equal to one run before is not simulated again, one whose plan differs
+    is, and either way the report is a fresh simulation's."""
+    import simulator.engine as engine
+    m, program = preset("tiny"), load_program(PROGRAMS / "lstm.fasm")
+    fast, lean = compile_program(program, m), compile_program(program, m, objective="energy")
+    changed = [k for k, node in lean.table.items() if fast.table.get(k) != node]
+    assert changed, "the two objectives plan some node of this program differently"
+    fresh = {id(p): simulate(p)[0].to_json() for p in (fast, lean)}
+    known: dict = {}
+    simulate(fast, known=known)
+    ran = []
+    node_run = engine.NodeRun.__init__
+
+    def counted(self, eng, env, node, path):
+        ran.append((node.task, node.level))
+        node_run(self, eng, env, node, path)
+    monkeypatch.setattr(engine.NodeRun, "__init__", counted)
+    for plan, simulated in ((fast, []), (lean, changed)):
+        ran.clear()
+        report, _ = simulate(plan, known=known)
+        assert sorted(ran, key=str) == sorted(simulated, key=str)
+        got, want = report.to_json(), fresh[id(plan)]
+        assert {**got, "wall_seconds": 0} == {**want, "wall_seconds": 0}
