@@ -63,6 +63,8 @@ class PieceWork(NamedTuple):
 
 def _boxes(groups, combos) -> tuple:
     """((starts, extents, how many children), ...) of these combinations of per-axis groups."""
+    if not groups:                  # a task without axes (a scalar's): one box
+        return tuple(((), (), 1) for _ in combos)
     out = []
     for c in combos:
         starts, extents, counts = zip(*[gs[g] for gs, g in zip(groups, c)])
