@@ -16,6 +16,7 @@ import warnings
 
 import fractal.commands as commands
 from fractal import strict_json
+from fractal.collector import tuned_collector
 from isa.errors import InternalError, UserError
 from machine import PRESETS, preset
 from machine.area import machine_area
@@ -331,7 +332,8 @@ def main(argv: list[str] | None = None, out=None) -> int:
         args = build_parser().parse_args(argv)
         handler = getattr(args, "handler", None) or COMMANDS[args.command]
         from isa.parser import library_path
-        with warnings.catch_warnings(), library_path(getattr(args, "lib", None)):
+        with warnings.catch_warnings(), library_path(getattr(args, "lib", None)), \
+                tuned_collector():
             # numpy's floating-point warnings (a mean of inf and -inf is nan, as reported) are
             # not for the user: an f32 program may overflow by design
             warnings.simplefilter("ignore", RuntimeWarning)

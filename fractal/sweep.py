@@ -41,6 +41,7 @@ from fractal.baseline import (DEFAULT_FACTORS, PRECISIONS, estimate, load_factor
                               program_precision)
 from fractal.baseline.factors import factors_from_dict
 from compiler.tables import frame, html_table
+from fractal.collector import tuned_collector
 from fractal.store import Store, evaluation_key, plain, program_inputs, tool_version
 from fractal.version import SCHEMA_VERSION
 from isa.errors import InternalError, UserError
@@ -129,7 +130,8 @@ def _one_line(e: UserError) -> str:
 def run_point(point: Point) -> tuple[str, object]:
     """Run one point (in a worker): ("row", result: the row without its key) or ("internal",
     (invariant, where, detail))."""
-    return timing_row(point.code, point.spec, point.program)
+    with tuned_collector():
+        return timing_row(point.code, point.spec, point.program)
 
 
 def timing_row(code: Program, m: Machine, label: str, run=None) -> tuple[str, object]:

@@ -39,6 +39,7 @@ from compiler.decompose import (compile_program, plan_inputs, plan_instructions,
                                 pricing_inputs)
 from compiler.plan import Plan
 from compiler.rules import task_of
+from fractal.collector import tuned_collector
 from fractal.store import program_inputs
 from fractal.sweep import ENERGY_PARTS, timing_row
 from isa.checker import opcode_table
@@ -302,6 +303,7 @@ MEMO = Memo()
 def run_job(job: Job) -> list[tuple[str, tuple[str, object]]]:
     """Run a job's evaluations in order (in a worker): [(key, ("row", result) or ("internal",
     (invariant, where, detail)))]; a helper's share of their planning, with no result."""
-    if job.share[1] > 1 and MEMO.channel is not None:
-        MEMO.share(job)
-    return [] if job.share[0] else [(e.key, MEMO.evaluate(e)) for e in job.runs]
+    with tuned_collector():
+        if job.share[1] > 1 and MEMO.channel is not None:
+            MEMO.share(job)
+        return [] if job.share[0] else [(e.key, MEMO.evaluate(e)) for e in job.runs]
