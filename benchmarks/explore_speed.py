@@ -115,6 +115,7 @@ def main(argv=None) -> int:
     p.add_argument("--runs", type=int, default=3,
                    help="runs of the grid, each from an empty store and fresh workers")
     args = p.parse_args(argv)
+    from fractal.collector import tuned_collector
     from fractal.explore import explore
     from fractal.explore.evaluate import MEMO
     from fractal.workloads import generate
@@ -124,7 +125,9 @@ def main(argv=None) -> int:
                    "VGG-16 at batch 1 in f16, timing-only, machines near f1; an empty results "
                    "store, so every point is evaluated")
     lines += ["| design points | points | wall (s) | points/s |", "|---|---:|---:|---:|"]
-    for kind, n, seconds in ([] if args.grid_only else kinds(program, args.repeat)):
+    with tuned_collector():     # as in the command and its workers
+        each = [] if args.grid_only else kinds(program, args.repeat)
+    for kind, n, seconds in each:
         lines.append(f"| {kind}, one worker | {n} | {seconds:.2f} | {n / seconds:.2f} |")
         print(lines[-1], file=sys.stderr)
     what = ("the mixed grid (54 points and the base)" if args.grid == "mixed" else
