@@ -44,7 +44,7 @@ from isa.program import Program
 from machine import Machine, check_machine_shape
 
 __all__ = ["CompileError", "compile_program", "plan_instructions", "Decomposer", "plan_inputs",
-           "pricing_inputs"]
+           "child_plan_inputs", "pricing_inputs", "pricing_of"]
 
 #: serial cuts tried beyond the fewest that fit, kept while they lower the cost, at the root and
 #: below it (a fourth below the root moves the cycles of the 89 suite cases by 0.34% at most, of
@@ -291,13 +291,23 @@ class Decomposer:
         return dataclasses.replace(node, est_joules=_joules(node, self.machine, self.plan))
 
 
+def _bare(level):
+    """A level without its memory capacity."""
+    return dataclasses.replace(level, memory_bytes=0, physical_memory=())
+
+
 def plan_inputs(machine: Machine, level: int) -> tuple:
     """What the plan of any task at `level` depends on: that level without its own memory
     capacity (only its parent's split reads that, to size the pieces it sends), every level
     below it, and the leaf compute. Machines equal here plan every task at `level` alike, so a
     design-space search shares those plans between them (`compile_program`'s `table`)."""
-    own = dataclasses.replace(machine.levels[level], memory_bytes=0, physical_memory=())
-    return level, own, machine.levels[level + 1:], machine.compute
+    return level, _bare(machine.levels[level]), machine.levels[level + 1:], machine.compute
+
+
+def child_plan_inputs(inputs: tuple) -> tuple:
+    """`plan_inputs` of the level below, from a level's (above the leaves)."""
+    level, _, below, compute = inputs
+    return level + 1, _bare(below[0]), below[1:], compute
 
 
 def pricing_inputs(machine: Machine, level: int) -> tuple:
@@ -306,9 +316,13 @@ def pricing_inputs(machine: Machine, level: int) -> tuple:
     memory capacity either, which decides only which candidates fit (and the budget the plan's
     explanation quotes). Machines equal here price every candidate at `level` alike, so a
     design-space search shares those prices between them (`compile_program`'s `priced`)."""
-    child = dataclasses.replace(machine.levels[level + 1], memory_bytes=0, physical_memory=())
-    return (*plan_inputs(machine, level)[:2], (child, *machine.levels[level + 2:]),
-            machine.compute)
+    return pricing_of(plan_inputs(machine, level))
+
+
+def pricing_of(inputs: tuple) -> tuple:
+    """`pricing_inputs` of a level, from its `plan_inputs` (above the leaves)."""
+    level, own, below, compute = inputs
+    return level, own, (_bare(below[0]), *below[1:]), compute
 
 
 def _own_joules(node: NodePlan, machine: Machine) -> NodePlan:

@@ -35,8 +35,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from compiler import verify_plan
-from compiler.decompose import (compile_program, plan_inputs, plan_instructions,
-                                pricing_inputs)
+from compiler.decompose import (child_plan_inputs, compile_program, plan_inputs,
+                                plan_instructions, pricing_inputs, pricing_of)
 from compiler.plan import Plan
 from compiler.rules import task_of
 from fractal.collector import tuned_collector
@@ -96,23 +96,6 @@ def _distinct(program: Program) -> list[int]:
     for i, ins in enumerate(program.instructions):
         first.setdefault(task_of(ins, types, table), i)
     return list(first.values())
-
-
-def _bare(level):
-    """A level without its memory capacity, as `plan_inputs` and `pricing_inputs` hold it."""
-    return dataclasses.replace(level, memory_bytes=0, physical_memory=())
-
-
-def _child_inputs(inputs: tuple) -> tuple:
-    """`plan_inputs` of the level below, from a level's."""
-    level, _, below, compute = inputs
-    return level + 1, _bare(below[0]), below[1:], compute
-
-
-def _pricing_key(inputs: tuple) -> tuple:
-    """`pricing_inputs` of a level, from its `plan_inputs`."""
-    level, own, below, compute = inputs
-    return level, own, (_bare(below[0]), *below[1:]), compute
 
 
 class SharedTable:
@@ -225,9 +208,9 @@ class Memo:
             if len(v) > n:
                 priced[k] = dict(itertools.islice(v.items(), n, None))
         for k, new in plans.items():
-            searched = k[2] and self.priced.get(_pricing_key(k))
+            searched = k[2] and self.priced.get(pricing_of(k))
             if searched:
-                out = priced.setdefault(_pricing_key(k), {})
+                out = priced.setdefault(pricing_of(k), {})
                 for task in new:
                     costs = searched.get(("costs", task))
                     if costs:
@@ -240,7 +223,7 @@ class Memo:
         the table has its subtree there."""
         for k in sorted(plans, key=lambda k: -k[0]):
             mine = self.plans.setdefault(k, {})
-            below = self.plans.get(_child_inputs(k), {}) if k[2] else {}
+            below = self.plans.get(child_plan_inputs(k), {}) if k[2] else {}
             for task, node in plans[k].items():
                 if task not in mine and all(t in below for t, _ in node.children):
                     mine[task] = node

@@ -185,3 +185,15 @@ def test_a_plan_does_not_depend_on_the_order_its_instructions_are_planned_in(nam
     half, reached = plan_instructions(program, m, range(1, n, 2))
     assert half[0] is None and half[1] == plan.roots[1]
     assert reached.items() <= plan.table.items()
+
+
+@pytest.mark.parametrize("name", ["tiny", "f1", "f100"])
+def test_keys_derived_from_a_levels_plan_inputs_equal_the_machines_own(name):
+    """A design-space search derives the level below's plan key and a level's price key from a
+    plan key it holds; they are the keys the machine itself gives."""
+    from compiler.decompose import child_plan_inputs, plan_inputs, pricing_inputs, pricing_of
+    m = preset(name).rescaled(3, (2, 2, 2)) if name == "tiny" else preset(name)
+    for level in range(m.depth):
+        inputs = plan_inputs(m, level)
+        assert child_plan_inputs(inputs) == plan_inputs(m, level + 1)
+        assert pricing_of(inputs) == pricing_inputs(m, level)
