@@ -25,7 +25,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import fractal                                   # noqa: E402
 from fractal.workloads import generate           # noqa: E402
-from host import header                          # noqa: E402
+from host import header, report                  # noqa: E402
 
 
 def square_matmul(n: int) -> str:
@@ -248,10 +248,7 @@ def main(argv=None) -> int:
               *what_binds(), "",
               *by_size(), "",
               f"Took {time.perf_counter() - start:.0f} s."]
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    report(lines, args.out)
     return 0
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.host import header  # noqa: E402
+from benchmarks.host import header, report  # noqa: E402
 
 DEFAULT = (700, 10, 10)     # CPython's own thresholds
 
@@ -107,10 +107,7 @@ def main(argv=None) -> int:
                          f"{', '.join(map(str, r['passes']))} | "
                          f"{', '.join(f'{s:.2f}' for s in r['seconds'])} | {r['peak_mb']:.0f} |")
             print(lines[-1], file=sys.stderr)
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    report(lines, args.out)
     return 0
 
 

@@ -35,7 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.host import header  # noqa: E402
+from benchmarks.host import header, report  # noqa: E402
 
 GRID = """\
 machine = "f1"
@@ -156,10 +156,7 @@ def main(argv=None) -> int:
     lines.append("\nProcessor time of the grid, run by run: " + "; ".join(
         f"{kids:.2f} s in the worker processes and {own:.2f} s in this one" for own, kids in cpus)
         + ".")
-    text = "\n".join(lines) + "\n"
-    print(text)
-    if args.out:
-        Path(args.out).write_text(text)
+    report(lines, args.out)
     return 0
 
 

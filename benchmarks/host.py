@@ -63,3 +63,11 @@ def emit(lines: list[str], out: str | None) -> None:
     print(text, end="")
     if out:
         Path(out).write_text(text, encoding="utf-8")
+
+
+def report(lines: list[str], out: str | None) -> None:
+    """Print a report's markdown lines, and write them to `out` too when given."""
+    text = "\n".join(lines) + "\n"
+    print(text)
+    if out:
+        Path(out).write_text(text)
